@@ -1,0 +1,364 @@
+"""The results store: one SQLite row per crammed string, written the moment it finishes.
+
+Why SQLite (stdlib ``sqlite3``) in WAL mode: a cramming sweep runs for hours or days and may be
+killed at any moment (Ctrl-C, a lost Dask worker, a pre-empted GPU job). Each finished string
+is committed on its own (one ``INSERT OR IGNORE`` in autocommit mode is one transaction), so
+a kill loses at most the strings still being optimised. The row is keyed uniquely by
+
+    (model, m, n, source, target_hash, seed, protocol_hash)
+
+so a restarted run asks :meth:`ResultsStore.has` / :meth:`ResultsStore.done_keys` what is
+finished, crams only the rest, and a string that two processes both finish is stored once.
+
+Concurrency: several processes (Dask workers on one host, parallel notebooks) may write to the
+same file. Every process opens its own connection (lazily, per process and per thread, so a
+store object can be pickled to a worker); WAL lets readers run while one writer commits, and
+the busy timeout makes a writer wait for the lock instead of failing. WAL needs all writers on
+one host (a local disk, not NFS): on a multi-host cluster let the workers return rows and
+the client write them.
+
+Only numpy and the stdlib are imported here: memory vectors are stored as float32 bytes and
+given back as numpy arrays.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import sqlite3
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+__all__ = ["ResultsStore", "KEY_COLUMNS", "protocol_hash", "target_hash", "default_path"]
+
+SCHEMA_VERSION = 1
+
+#: The columns that identify one crammed string (the table's unique key).
+KEY_COLUMNS = ("model", "m", "n", "source", "target_hash", "seed", "protocol_hash")
+
+# (name, SQL type) of every column after the key; json columns hold lists/dicts.
+_COLUMNS = (
+    ("sample", "INTEGER"),            # index of the string within its (n, seed) batch
+    ("success", "INTEGER NOT NULL"),  # greedy generation reproduces the target exactly
+    ("tf_success", "INTEGER"),        # teacher-forced all-argmax
+    ("steps", "INTEGER"),
+    ("final_loss", "REAL"),
+    ("token_accuracy", "REAL"),
+    ("greedy_accuracy", "REAL"),
+    ("target_text", "TEXT"),
+    ("target_ids", "TEXT"),           # json list[int]
+    ("greedy_ids", "TEXT"),           # json list[int]
+    ("memory", "BLOB"),               # float32 bytes, C order, shape memory_shape
+    ("memory_shape", "TEXT"),         # json [m, d]
+    ("prefix_ids", "TEXT"),           # json list[int]
+    ("first_token_as_input", "INTEGER"),
+    ("wall_time", "REAL"),            # seconds of the cram call that finished this string
+    ("created_at", "TEXT"),           # ISO 8601 UTC
+    ("host", "TEXT"),
+    ("reason", "TEXT"),               # why the optimisation stopped (None on success)
+    ("run_id", "TEXT"),
+)
+_JSON_COLUMNS = {"target_ids", "greedy_ids", "memory_shape", "prefix_ids"}
+_BOOL_COLUMNS = {"success", "tf_success", "first_token_as_input"}
+ALL_COLUMNS = KEY_COLUMNS + tuple(name for name, _ in _COLUMNS)
+
+
+def _canonical(obj: Any) -> Any:
+    """Make settings json-stable: tuples -> lists, numpy scalars -> python, dict keys sorted."""
+    if isinstance(obj, Mapping):
+        return {str(k): _canonical(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(obj, (list, tuple)):
+        return [_canonical(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    return str(obj)
+
+
+def protocol_hash(settings: Mapping[str, Any]) -> str:
+    """A short stable hash (16 hex digits of SHA-256) of a dict of cramming settings.
+
+    Key order, tuples vs lists and numpy scalars do not change the hash; any changed value does.
+    """
+    if not isinstance(settings, Mapping):
+        raise ValueError(f"settings must be a dict of cramming settings, got {type(settings).__name__}")
+    text = json.dumps(_canonical(settings), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def target_hash(ids: Iterable[int]) -> str:
+    """16 hex digits of SHA-256 of the comma-joined token ids of a target string."""
+    text = ",".join(str(int(i)) for i in ids)
+    if not text:
+        raise ValueError("target ids must not be empty")
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def default_path() -> Path:
+    """``accesslib.config.home()/results.sqlite``."""
+    from .config import home
+    return home() / "results.sqlite"
+
+
+class ResultsStore:
+    """A SQLite results store, safe to share between threads and processes on one host.
+
+    >>> store = ResultsStore("results.sqlite")            # doctest: +SKIP
+    >>> store.add(dict(model="tiny", m=1, n=10, source="natural", target_ids=[5, 6],
+    ...                seed=0, protocol_hash="abc", success=True))   # doctest: +SKIP
+    True
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None, *, timeout: float = 60.0):
+        if timeout <= 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        self.path = Path(path) if path is not None else default_path()
+        if self.path.is_dir():
+            raise ValueError(f"path must be a file, not a directory: {self.path}")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.timeout = float(timeout)
+        self._local = threading.local()
+        self._init_schema()
+
+    # --- connections -------------------------------------------------------------------
+    def __getstate__(self):  # picklable for Dask/multiprocessing: connections are per process
+        return {"path": self.path, "timeout": self.timeout}
+
+    def __setstate__(self, state):
+        self.path, self.timeout = state["path"], state["timeout"]
+        self._local = threading.local()
+
+    def __repr__(self):
+        return f"ResultsStore({str(self.path)!r})"
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None or getattr(self._local, "pid", None) != os.getpid():
+            # isolation_level=None: autocommit, so one INSERT is one committed transaction.
+            conn = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None)
+            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+            conn.execute("PRAGMA synchronous = NORMAL")  # durable at checkpoints in WAL mode
+            self._local.conn, self._local.pid = conn, os.getpid()
+        return conn
+
+    def close(self):
+        """Close this thread's connection (others close when their thread/process ends)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _init_schema(self):
+        conn = self._conn()
+        for attempt in range(50):  # several processes may create the same file at once
+            try:
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                break
+            except sqlite3.OperationalError:
+                time.sleep(0.05 * (attempt + 1))
+        else:
+            raise RuntimeError(f"could not open {self.path} in WAL mode (locked)")
+        self.journal_mode = mode
+        cols = ",\n  ".join(
+            [f"{c} {'INTEGER' if c in ('m', 'n', 'seed') else 'TEXT'} NOT NULL" for c in KEY_COLUMNS]
+            + [f"{name} {typ}" for name, typ in _COLUMNS])
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(f"CREATE TABLE IF NOT EXISTS strings (\n  id INTEGER PRIMARY KEY,\n  {cols},\n"
+                         f"  UNIQUE ({', '.join(KEY_COLUMNS)}))")
+            conn.execute("CREATE TABLE IF NOT EXISTS protocols (protocol_hash TEXT PRIMARY KEY, "
+                         "settings TEXT NOT NULL)")
+            conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+            conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            conn.execute("CREATE INDEX IF NOT EXISTS strings_curve ON strings "
+                         "(model, source, protocol_hash, m, n)")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        version = int(conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
+        if version != SCHEMA_VERSION:
+            raise RuntimeError(f"{self.path} has results-store schema {version}, this accesslib "
+                               f"reads {SCHEMA_VERSION}")
+
+    # --- writing -----------------------------------------------------------------------
+    @staticmethod
+    def _encode(row: Mapping[str, Any]) -> dict:
+        """Validate one row and turn it into column -> SQL value."""
+        unknown = set(row) - set(ALL_COLUMNS) - {"settings"}
+        if unknown:
+            raise ValueError(f"unknown store columns {sorted(unknown)}; allowed: {list(ALL_COLUMNS)}")
+        r = dict(row)
+        r.pop("settings", None)
+        if r.get("target_hash") is None:
+            if r.get("target_ids") is None:
+                raise ValueError("a row needs target_hash or target_ids")
+            r["target_hash"] = target_hash(r["target_ids"])
+        for c in KEY_COLUMNS:
+            if r.get(c) is None:
+                raise ValueError(f"row is missing key column {c!r} (key: {list(KEY_COLUMNS)})")
+        if "success" not in r or r["success"] is None:
+            raise ValueError("row is missing 'success'")
+        for c in ("m", "n", "seed"):
+            r[c] = int(r[c])
+        if r["m"] < 1 or r["n"] < 1:
+            raise ValueError(f"m and n must be >= 1, got m={r['m']}, n={r['n']}")
+        mem = r.get("memory")
+        if mem is not None and not isinstance(mem, (bytes, bytearray, memoryview)):
+            if hasattr(mem, "detach"):  # a torch tensor, without importing torch here
+                mem = mem.detach().float().cpu().numpy()
+            arr = np.ascontiguousarray(np.asarray(mem, dtype=np.float32))
+            r["memory_shape"] = list(arr.shape)
+            r["memory"] = arr.tobytes()
+        for c in _JSON_COLUMNS:
+            if r.get(c) is not None and not isinstance(r[c], str):
+                r[c] = json.dumps([int(x) for x in r[c]])
+        for c in _BOOL_COLUMNS:
+            if r.get(c) is not None:
+                r[c] = int(bool(r[c]))
+        for c in ("final_loss", "token_accuracy", "greedy_accuracy", "wall_time"):
+            if r.get(c) is not None:
+                r[c] = float(r[c])
+        r.setdefault("created_at", datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        r.setdefault("host", socket.gethostname())
+        return r
+
+    def add(self, row: Mapping[str, Any], settings: Mapping[str, Any] | None = None) -> bool:
+        """Insert one finished string, committed at once. True if new, False if already stored.
+
+        ``row`` holds the key columns (``target_hash`` may be left out when ``target_ids`` is
+        given) and ``success``; the other columns are optional. ``memory`` may be a numpy
+        array or a torch tensor [m, d] (stored as float32 bytes). ``settings`` (the protocol's
+        settings dict) is recorded once per ``protocol_hash`` so a hash can be read back.
+        """
+        return self.add_many([row], settings=settings) == 1
+
+    def add_many(self, rows: Iterable[Mapping[str, Any]], settings: Mapping[str, Any] | None = None) -> int:
+        """Insert several rows in one transaction; returns how many were new."""
+        enc = [self._encode(r) for r in rows]
+        if not enc:
+            return 0
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if settings is not None:
+                for ph in {r["protocol_hash"] for r in enc}:
+                    conn.execute("INSERT OR IGNORE INTO protocols VALUES (?, ?)",
+                                 (ph, json.dumps(_canonical(settings), sort_keys=True)))
+            new = 0
+            for r in enc:
+                cols = list(r)
+                cur = conn.execute(f"INSERT OR IGNORE INTO strings ({', '.join(cols)}) VALUES "
+                                   f"({', '.join('?' * len(cols))})", [r[c] for c in cols])
+                new += cur.rowcount
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return new
+
+    # --- reading -----------------------------------------------------------------------
+    @staticmethod
+    def _where(filters: Mapping[str, Any]) -> tuple[str, list]:
+        parts, args = [], []
+        for c, v in filters.items():
+            if c not in ALL_COLUMNS:
+                raise ValueError(f"unknown filter column {c!r}; allowed: {list(ALL_COLUMNS)}")
+            if v is None:
+                continue
+            if isinstance(v, (list, tuple, set, frozenset)):
+                v = list(v)
+                if not v:
+                    parts.append("0")
+                    continue
+                parts.append(f"{c} IN ({', '.join('?' * len(v))})")
+                args += [int(x) if isinstance(x, (bool, np.integer)) else x for x in v]
+            else:
+                parts.append(f"{c} = ?")
+                args.append(int(v) if isinstance(v, (bool, np.integer)) else v)
+        return (" WHERE " + " AND ".join(parts)) if parts else "", args
+
+    def has(self, key: Mapping[str, Any]) -> bool:
+        """Whether the string with this key (the 7 key columns) is stored."""
+        missing = [c for c in KEY_COLUMNS if key.get(c) is None]
+        if missing:
+            raise ValueError(f"key is missing {missing} (key: {list(KEY_COLUMNS)})")
+        where, args = self._where({c: key[c] for c in KEY_COLUMNS})
+        return self._conn().execute(f"SELECT 1 FROM strings{where} LIMIT 1", args).fetchone() is not None
+
+    def done_keys(self, model: str, m: int | None = None, *, source: str | None = None,
+                  protocol_hash: str | None = None, n: int | None = None,
+                  seed: int | None = None) -> set[tuple]:
+        """The finished strings as a set of full key tuples (in :data:`KEY_COLUMNS` order)."""
+        where, args = self._where(dict(model=model, m=m, source=source, protocol_hash=protocol_hash,
+                                       n=n, seed=seed))
+        cur = self._conn().execute(f"SELECT {', '.join(KEY_COLUMNS)} FROM strings{where}", args)
+        return {tuple(r) for r in cur.fetchall()}
+
+    def rows(self, *, memory: bool = False, order_by: str = "id", **filters) -> list[dict]:
+        """Stored rows matching ``filters`` (column=value, or column=[values]) as dicts.
+
+        json columns come back as lists, booleans as bool; ``memory=True`` also decodes the
+        memory vectors to float32 numpy arrays (left out by default: they are the bulk).
+        """
+        if order_by not in ALL_COLUMNS + ("id",):
+            raise ValueError(f"order_by must be a column name, got {order_by!r}")
+        cols = ["id"] + [c for c in ALL_COLUMNS if memory or c != "memory"]
+        where, args = self._where(filters)
+        cur = self._conn().execute(f"SELECT {', '.join(cols)} FROM strings{where} ORDER BY {order_by}, id",
+                                   args)
+        out = []
+        for values in cur.fetchall():
+            r = dict(zip(cols, values))
+            for c in _JSON_COLUMNS:
+                if r.get(c) is not None:
+                    r[c] = json.loads(r[c])
+            for c in _BOOL_COLUMNS:
+                if r.get(c) is not None:
+                    r[c] = bool(r[c])
+            if memory and r.get("memory") is not None:
+                r["memory"] = np.frombuffer(r["memory"], dtype=np.float32).reshape(r["memory_shape"]).copy()
+            out.append(r)
+        return out
+
+    def count(self, **filters) -> int:
+        where, args = self._where(filters)
+        return self._conn().execute(f"SELECT COUNT(*) FROM strings{where}", args).fetchone()[0]
+
+    def curve(self, model: str, m: int, source: str, protocol_hash: str,
+              seed: int | None = None) -> dict[int, tuple[int, int]]:
+        """Accessibility counts per length: ``{n: (successes, total)}``, sorted by n."""
+        where, args = self._where(dict(model=model, m=m, source=source, protocol_hash=protocol_hash,
+                                       seed=seed))
+        cur = self._conn().execute(f"SELECT n, SUM(success), COUNT(*) FROM strings{where} "
+                                   "GROUP BY n ORDER BY n", args)
+        return {int(n): (int(s), int(t)) for n, s, t in cur.fetchall()}
+
+    def settings(self, protocol_hash: str) -> dict | None:
+        """The settings recorded for a protocol hash (None if never recorded)."""
+        row = self._conn().execute("SELECT settings FROM protocols WHERE protocol_hash = ?",
+                                   (protocol_hash,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def runs(self) -> list[dict]:
+        """Summary per (model, source, protocol_hash, m): strings, successes, length range, last write."""
+        cur = self._conn().execute(
+            "SELECT model, source, protocol_hash, m, COUNT(*), SUM(success), COUNT(DISTINCT n), "
+            "MIN(n), MAX(n), MAX(created_at) FROM strings "
+            "GROUP BY model, source, protocol_hash, m ORDER BY model, source, protocol_hash, m")
+        keys = ("model", "source", "protocol_hash", "m", "strings", "successes", "lengths",
+                "n_min", "n_max", "last")
+        return [dict(zip(keys, r)) for r in cur.fetchall()]

@@ -1,0 +1,201 @@
+"""Target strings for cramming: uniform random tokens, random words, natural text.
+
+Every source is deterministic: the same (seed, sample index) always gives the same string, and
+sample i does not depend on how many samples were asked for (``B``). Within a source the string
+of sample i at length n is a prefix of the one at length n' > n (the tokens are drawn as a
+stream and cut), so curves over n can share strings when a caller wants that.
+
+Sources (shared/PAPER.md, section 5):
+- ``random_tokens``: token ids uniform over the vocabulary minus excluded (special) ids: the
+  hardest case, ln|V| nats per token.
+- ``random_words``: words drawn uniformly from the shipped word list (``data/words.txt``,
+  10,901 common English words, SCOWL sizes 10+20; licence in ``data/words.LICENSE.txt``),
+  joined with spaces, tokenized, cut to n tokens: [A]'s "Random" strings.
+- ``natural_text``: chunks of a public-domain text starting at a line start, cut to n tokens:
+  [A]'s "PG19" strings. By default the held-out split of the shipped King James Bible
+  (``accesslib.embedded.corpus_split("heldout")``), which the embedded models never saw.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import torch
+
+__all__ = ["SOURCES", "random_tokens", "random_words", "natural_text", "make_targets", "word_list"]
+
+#: Names accepted by :func:`make_targets` (and by ``accessibility_curve(source=...)``).
+SOURCES = ("natural", "words", "tokens")
+
+_WORDS_PATH = Path(__file__).parent / "data" / "words.txt"
+# Salts keep the streams of the three sources independent for the same seed.
+_SALT = {"tokens": 11, "words": 23, "natural": 37}
+
+
+def _check(n, B, seed):
+    if not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n (target length in tokens) must be an integer >= 1, got {n!r}")
+    if not isinstance(B, (int, np.integer)) or B < 1:
+        raise ValueError(f"B (number of strings) must be an integer >= 1, got {B!r}")
+    if not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+
+
+def _rng(source: str, seed: int, i: int) -> np.random.Generator:
+    return np.random.default_rng([int(seed), int(i), _SALT[source]])
+
+
+def _encode(tokenizer, text: str) -> list[int]:
+    if hasattr(tokenizer, "encode"):
+        try:
+            return list(tokenizer.encode(text, add_special_tokens=False))
+        except TypeError:  # a plain callable-like tokenizer without the keyword
+            return list(tokenizer.encode(text))
+    raise ValueError("tokenizer must have an encode(text) method (a Hugging Face tokenizer)")
+
+
+def _decode(tokenizer, ids: Sequence[int]) -> str:
+    return tokenizer.decode(list(ids)) if hasattr(tokenizer, "decode") else ""
+
+
+def _finish(rows: list[list[int]], texts: list[str], return_texts: bool):
+    ids = torch.tensor(rows, dtype=torch.long)
+    return (ids, texts) if return_texts else ids
+
+
+def random_tokens(vocab_size: int, n: int, B: int, seed: int = 0, exclude: Iterable[int] = (),
+                  *, tokenizer=None, return_texts: bool = False):
+    """B strings of n token ids drawn uniformly from ``range(vocab_size)`` minus ``exclude``.
+
+    Returns LongTensor [B, n] (and the decoded texts if ``return_texts``; they need
+    ``tokenizer``, else they are empty strings).
+    """
+    _check(n, B, seed)
+    if not isinstance(vocab_size, (int, np.integer)) or vocab_size < 2:
+        raise ValueError(f"vocab_size must be an integer >= 2, got {vocab_size!r}")
+    allowed = np.setdiff1d(np.arange(vocab_size), np.fromiter((int(e) for e in exclude), dtype=np.int64))
+    if allowed.size == 0:
+        raise ValueError("exclude removes every token id: nothing left to draw from")
+    rows = [allowed[_rng("tokens", seed, i).integers(0, allowed.size, size=n)].tolist() for i in range(B)]
+    texts = [_decode(tokenizer, r) if tokenizer is not None else "" for r in rows] if return_texts else []
+    return _finish(rows, texts, return_texts)
+
+
+@functools.lru_cache(maxsize=4)
+def word_list(path: str | None = None) -> tuple[str, ...]:
+    """The shipped word list (or a file of one word per line; '#' lines are comments)."""
+    p = Path(path) if path is not None else _WORDS_PATH
+    words = tuple(w.strip() for w in p.read_text(encoding="utf-8").splitlines()
+                  if w.strip() and not w.startswith("#"))
+    if not words:
+        raise ValueError(f"word list {p} is empty")
+    return words
+
+
+def random_words(tokenizer, n: int, B: int, seed: int = 0, *, words: Sequence[str] | None = None,
+                 return_texts: bool = False):
+    """B strings of random words joined by spaces, tokenized and cut to n tokens ([A]'s "Random").
+
+    Words are drawn uniformly with replacement from ``words`` (default: the shipped list) as a
+    stream of blocks, so a longer n extends the same string. Returns LongTensor [B, n] (and the
+    decoded texts of the n tokens if ``return_texts``).
+    """
+    _check(n, B, seed)
+    vocab = tuple(words) if words is not None else word_list()
+    if not vocab:
+        raise ValueError("words must not be empty")
+    rows, texts = [], []
+    for i in range(B):
+        rng = _rng("words", seed, i)
+        drawn: list[str] = []
+        while True:
+            # ~1.3 tokens per common word: one block usually suffices; more blocks extend it.
+            drawn += [vocab[j] for j in rng.integers(0, len(vocab), size=max(16, n))]
+            ids = _encode(tokenizer, " ".join(drawn))
+            if len(ids) > n:  # > n: the last kept token is never a word cut by the block end
+                break
+        rows.append(ids[:n])
+        if return_texts:
+            texts.append(_decode(tokenizer, ids[:n]))
+    return _finish(rows, texts, return_texts)
+
+
+def _default_text() -> str:
+    try:
+        from . import embedded
+        return embedded.corpus_split("heldout")
+    except (ImportError, AttributeError, FileNotFoundError) as e:  # corpus not shipped here
+        raise ValueError("natural_text needs text=...: the shipped corpus "
+                         f"(accesslib.embedded.corpus_split) is not available ({e})") from None
+
+
+@functools.lru_cache(maxsize=8)
+def _line_starts(text: str) -> np.ndarray:
+    """Character offsets where a non-empty line starts (the candidate chunk starts)."""
+    starts, pos = [], 0
+    for line in text.split("\n"):
+        if line.strip():
+            starts.append(pos)
+        pos += len(line) + 1
+    return np.asarray(starts, dtype=np.int64)
+
+
+def natural_text(tokenizer, n: int, B: int, seed: int = 0, text: str | None = None, *,
+                 return_texts: bool = False):
+    """B chunks of natural text, each from the start of a random line, cut to n tokens ([A]'s "PG19").
+
+    ``text`` defaults to the held-out split of the shipped public-domain corpus. A chunk that
+    runs past the end of the text continues from its beginning. Returns LongTensor [B, n]
+    (and the decoded texts if ``return_texts``).
+    """
+    _check(n, B, seed)
+    if text is None:
+        text = _default_text()
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("text must be a non-empty string")
+    starts = _line_starts(text)
+    rows, texts = [], []
+    for i in range(B):
+        start = int(starts[_rng("natural", seed, i).integers(0, len(starts))])
+        width = 8 * n + 64  # characters; grown until the window holds more than n tokens
+        while True:
+            window = text[start:start + width]
+            wrapped = start + width > len(text)
+            if wrapped:
+                window = (window + "\n" + text * (1 + width // len(text)))[:width]
+            ids = _encode(tokenizer, window)
+            if len(ids) > n:
+                break
+            if len(window) < width and not wrapped:
+                raise ValueError("text is too short to give a chunk")
+            width *= 2
+            if width > 64 * len(text) + 64 * n:
+                raise ValueError(f"text gives fewer than n={n} tokens even when repeated")
+        rows.append(ids[:n])
+        if return_texts:
+            texts.append(_decode(tokenizer, ids[:n]))
+    return _finish(rows, texts, return_texts)
+
+
+def make_targets(source: str, n: int, B: int, seed: int = 0, *, tokenizer=None, vocab_size=None,
+                 exclude: Iterable[int] = (), text: str | None = None):
+    """Dispatch by source name (one of :data:`SOURCES`); returns (LongTensor [B, n], texts)."""
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
+    if source == "tokens":
+        if vocab_size is None:
+            raise ValueError("source='tokens' needs vocab_size")
+        return random_tokens(vocab_size, n, B, seed, exclude, tokenizer=tokenizer, return_texts=True)
+    if tokenizer is None:
+        raise ValueError(f"source={source!r} needs a tokenizer (the model has none: use source='tokens')")
+    if source == "words":
+        return random_words(tokenizer, n, B, seed, return_texts=True)
+    return natural_text(tokenizer, n, B, seed, text, return_texts=True)
+
+
+def text_digest(text: str) -> str:
+    """Short SHA-256 of a text (to name a custom natural-text source in the store)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
