@@ -1,0 +1,239 @@
+"""Matplotlib drawing for the accesslib apps (matplotlib only: no widgets, no torch).
+
+Every figure element comes as a pair:
+
+    plot_x(ax, ...)        draws it once and returns its artists (a small dict)
+    update_x(artists, ...) moves those same artists in place (set_data, set_text, limits)
+
+so that an App creates its figure once and never redraws from scratch. The caller decides
+when to repaint (``fig.canvas.draw_idle()``).
+
+One visual language everywhere (CONVENTIONS.md): predicted quantities are *lines*, measured
+or published ones are *markers* (with error bars when an uncertainty is known), in the colours
+of :data:`COLORS`; counts are shown as log10.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import bounds
+
+#: Shared colours. Predicted = lines, measured/published = markers, same colour per dataset.
+COLORS = {
+    "predicted": "#1f4e9c",   # bounds (theory): deep blue lines
+    "threshold": "#c0392b",   # n* = C*m marker lines
+    "pg19": "#e07b00",        # natural text (PG19) measurements: orange
+    "random": "#2a9d48",      # random-word strings: green
+    "measured": "#6a3d9a",    # measurements made here (other apps)
+    "reference": "#7f7f7f",   # context lines (e.g. 10^80 atoms)
+    "current": "#000000",     # "you are here" marker
+}
+
+#: Shared line/marker styles.
+STYLE = {
+    "line": dict(lw=2.2),
+    "refline": dict(lw=1.0, ls=":", color=COLORS["reference"]),
+    "threshold": dict(lw=1.4, ls="--", color=COLORS["threshold"]),
+    "marker": dict(marker="o", ms=7, ls="none", mec="white", mew=0.8, capsize=3),
+    "fit": dict(lw=1.2, ls="-."),
+    "font": 10,
+}
+
+#: log10 of the number of atoms in the observable universe, a yardstick for panel (a)
+LOG10_ATOMS = 80.0
+
+
+def dataset_color(dataset):
+    """Colour of a dataset name ('PG19', 'Random', anything else -> measured)."""
+    return COLORS.get(str(dataset).lower(), COLORS["measured"])
+
+
+def fmt_power10(log10_value, digits=4):
+    """'10^2,774' style text for a log10 count (mathtext), without ever forming the number."""
+    if not math.isfinite(log10_value):
+        return "?"
+    if log10_value < 6:
+        return f"{10.0 ** log10_value:,.{max(0, digits - 1)}g}".replace("e+0", "e")
+    return rf"$10^{{{log10_value:,.0f}}}$"
+
+
+# ---------------------------------------------------------------------------------------------
+# (a) the number of accessible sequences, as a log10 bar
+# ---------------------------------------------------------------------------------------------
+
+def plot_accessible_count(ax, log10_count, *, label="bound on accessible sequences"):
+    """Horizontal bar of log10 N, N = (1+2r/eps)^(d*m) ([A] Theorem 4.5), with 10^80 for scale."""
+    bar = ax.barh([0], [max(log10_count, 0.0)], height=0.55, color=COLORS["predicted"], alpha=0.85,
+                  label=label)[0]
+    atoms = ax.axvline(LOG10_ATOMS, **STYLE["refline"])
+    atoms_txt = ax.text(LOG10_ATOMS, 0.42, "  atoms in the universe ≈ $10^{80}$", fontsize=8,
+                        color=COLORS["reference"], va="center", ha="left", clip_on=True)
+    value_txt = ax.text(1.0, 1.04, "", transform=ax.transAxes, ha="right", va="bottom",
+                        fontsize=12, fontweight="bold", color=COLORS["predicted"])
+    ax.set_yticks([])
+    ax.set_ylim(-0.5, 0.5)
+    ax.set_xlabel("log10 (number of accessible sequences)  =  number of decimal digits",
+                  fontsize=STYLE["font"])
+    ax.set_title("(a) How many different outputs can the model give at most?", loc="left",
+                 fontsize=STYLE["font"] + 1)
+    artists = dict(ax=ax, bar=bar, atoms=atoms, atoms_txt=atoms_txt, value_txt=value_txt)
+    update_accessible_count(artists, log10_count)
+    return artists
+
+
+def update_accessible_count(artists, log10_count, *, extra=""):
+    """Move the bar of :func:`plot_accessible_count` to a new log10 N."""
+    v = max(float(log10_count), 0.0)
+    artists["bar"].set_width(v)
+    top = max(v * 1.18, LOG10_ATOMS * 1.6)
+    artists["ax"].set_xlim(0, top)
+    artists["atoms_txt"].set_visible(LOG10_ATOMS < 0.6 * top)
+    artists["value_txt"].set_text(f"N ≤ {fmt_power10(v)}" + (f"  {extra}" if extra else ""))
+    return artists
+
+
+# ---------------------------------------------------------------------------------------------
+# (b) accessible fraction bound against n, n* marked
+# ---------------------------------------------------------------------------------------------
+
+def fraction_curve(m, d, vocab_size, eps, r, *, points=400, n_max=None):
+    """(n, log10 fraction bound) over 0..n_max (default about 2*n*), for plotting."""
+    ns = float(bounds.n_star(m, d, vocab_size, eps, r))
+    if n_max is None:
+        n_max = max(2.0 * ns, ns + 10.0, 10.0)
+    # the kink at n* must be a vertex of the polyline, whatever the sampling
+    n = np.union1d(np.linspace(0.0, n_max, points), [min(ns, n_max)])
+    return n, np.asarray(bounds.log10_accessible_fraction(n, m, d, vocab_size, eps, r)), ns
+
+
+def plot_fraction_bound(ax, m, d, vocab_size, eps, r):
+    """log10 of the accessible-fraction bound min(1, |V|^-(n - C m)) against n ([A] Cor. 4.6)."""
+    n, y, ns = fraction_curve(m, d, vocab_size, eps, r)
+    line, = ax.plot(n, y, color=COLORS["predicted"], label="bound on accessible fraction",
+                    **STYLE["line"])
+    vline = ax.axvline(ns, label="threshold n* = C·m", **STYLE["threshold"])
+    # lower left: below the flat part and left of n*, where the curve never goes
+    txt = ax.text(0.03, 0.2, "", transform=ax.transAxes, ha="left", va="bottom",
+                  fontsize=STYLE["font"] - 1,
+                  bbox=dict(boxstyle="round", fc="white", ec="0.8", alpha=0.9))
+    ax.set_xlabel("output length n (tokens)", fontsize=STYLE["font"])
+    ax.set_ylabel("log10 (accessible fraction)", fontsize=STYLE["font"])
+    ax.legend(loc="lower left", fontsize=STYLE["font"] - 1, frameon=True)
+    ax.grid(alpha=0.3)
+    title = ax.set_title("", loc="left", fontsize=STYLE["font"] + 1)
+    artists = dict(ax=ax, line=line, vline=vline, txt=txt, title=title)
+    update_fraction_bound(artists, m, d, vocab_size, eps, r)
+    return artists
+
+
+def update_fraction_bound(artists, m, d, vocab_size, eps, r):
+    n, y, ns = fraction_curve(m, d, vocab_size, eps, r)
+    artists["line"].set_data(n, y)
+    artists["vline"].set_xdata([ns, ns])
+    lv = math.log10(float(vocab_size))
+    artists["txt"].set_text(f"n* = {ns:,.1f} tokens\nbeyond n*: ×1/{float(vocab_size):,.0f} per token\n"
+                            f"(slope −log10|V| = −{lv:.2f})")
+    artists["title"].set_text(f"(b) Share of length-n outputs reachable, m = {float(m):g}")
+    ax = artists["ax"]
+    ax.set_xlim(0, n[-1])
+    low = float(y.min())
+    pad = max(abs(low) * 0.06, 0.5)
+    ax.set_ylim(low - pad, pad)
+    return artists
+
+
+# ---------------------------------------------------------------------------------------------
+# (c) predicted n* = C m against m, with published n50 as markers
+# ---------------------------------------------------------------------------------------------
+
+def plot_threshold_vs_m(ax, C, m_current, *, m_max=None):
+    """Predicted line n* = C*m against m (the bound), plus a marker at the current m.
+
+    Published/measured n50 points are added with :func:`plot_n50_points` (markers).
+    """
+    line, = ax.plot([], [], color=COLORS["predicted"], label="bound n* = C·m", **STYLE["line"])
+    here, = ax.plot([], [], "o", color=COLORS["current"], ms=6, zorder=5, label="current m")
+    # lower right: between the bound line and the (much lower) measured points
+    txt = ax.text(0.98, 0.17, "", transform=ax.transAxes, ha="right", va="bottom", multialignment="left",
+                  fontsize=STYLE["font"] - 1,
+                  bbox=dict(boxstyle="round", fc="white", ec="0.8", alpha=0.9))
+    ax.set_xlabel("number of prompt vectors m", fontsize=STYLE["font"])
+    ax.set_ylabel("output length n (tokens)", fontsize=STYLE["font"])
+    ax.set_title("(c) Longest fully reachable length vs prompt size", loc="left",
+                 fontsize=STYLE["font"] + 1)
+    ax.grid(alpha=0.3)
+    artists = dict(ax=ax, line=line, here=here, txt=txt, points={}, fits={})
+    update_threshold_vs_m(artists, C, m_current, m_max=m_max)
+    return artists
+
+
+def plot_n50_points(artists, datasets):
+    """Draw one marker series (+ a dash-dot fitted-slope line) per dataset on a (c) panel.
+
+    ``datasets``: {name: dict(m=[...], n50=[...], err=None|[...], slope=None|a)}; ``slope`` is
+    the published/measured fit n50 = a*m (dash-dot, in the dataset's colour), ``err`` optional
+    error bars (published n50 read off a figure have none; measured ones do).
+    Calling it again replaces the series (see :func:`update_n50_points`).
+    """
+    return update_n50_points(artists, datasets)
+
+
+def update_n50_points(artists, datasets):
+    """Replace the marker series and slope lines by ``datasets`` (see :func:`plot_n50_points`)."""
+    ax = artists["ax"]
+    for eb in artists["points"].values():
+        eb.remove()
+    for fit in artists["fits"].values():
+        fit.remove()
+    artists["points"], artists["fits"] = {}, {}
+    xmax = ax.get_xlim()[1]
+    for name, data in datasets.items():
+        color = dataset_color(name)
+        m = np.asarray(data.get("m") or [], dtype=float)
+        y = np.asarray(data.get("n50") or [], dtype=float)
+        if len(m):
+            err = data.get("err")
+            label = data.get("label") or f"{name}: n50 (published)"
+            artists["points"][name] = ax.errorbar(
+                m, y, yerr=None if err is None else np.asarray(err, dtype=float), color=color,
+                label=label, zorder=4, **STYLE["marker"])
+        a = data.get("slope")
+        if a is not None:
+            artists["fits"][name], = ax.plot([0.0, xmax], [0.0, a * xmax], color=color,
+                                             label=f"{name}: measured slope {a:.1f}·m", **STYLE["fit"])
+    _refresh_legend(artists)
+    return artists
+
+
+def _refresh_legend(artists):
+    ax = artists["ax"]
+    handles = [artists["line"], artists["here"]]
+    for name in sorted(set(artists["points"]) | set(artists["fits"])):
+        handles += [h for h in (artists["points"].get(name), artists["fits"].get(name)) if h is not None]
+    ax.legend(handles=handles, labels=[h.get_label() for h in handles], loc="upper left",
+              fontsize=STYLE["font"] - 2, frameon=True)
+
+
+def update_threshold_vs_m(artists, C, m_current, *, m_max=None, text=""):
+    """Move the predicted line to slope ``C`` and the current-m marker; y spans the line."""
+    m_current = float(m_current)
+    if m_max is None:
+        m_max = max(5.5, 1.1 * m_current)
+    ax = artists["ax"]
+    artists["line"].set_data([0.0, m_max], [0.0, C * m_max])
+    artists["here"].set_data([m_current], [C * m_current])
+    ax.set_xlim(0, m_max)
+    # keep published points visible even when the bound is tiny
+    top = C * m_max
+    for eb in artists["points"].values():
+        top = max(top, float(np.max(eb.lines[0].get_ydata())))
+    ax.set_ylim(0, max(top * 1.08, 1.0))
+    for name, fit in artists["fits"].items():
+        x, y = fit.get_data()
+        if len(x) == 2 and x[1] > 0:
+            a = y[1] / x[1]
+            fit.set_data([0.0, m_max], [0.0, a * m_max])
+    artists["txt"].set_text(text)
+    return artists
