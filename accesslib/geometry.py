@@ -1,0 +1,621 @@
+"""Geometry of the hidden space: support, precision and decoder cells ([A], PAPER.md 3-4).
+
+Works on any causal LM that :func:`accesslib.models.load_model` returns (a ``LoadedModel`` or
+the bare transformers model). Four measurements:
+
+* :func:`sample_support` - the final hidden state (after the final norm: the input of the
+  unembedding, read by a hook on the output embedding, so it is right for every family) at the
+  last position of uniform random token sequences over a range of lengths (section 3).
+* :func:`support_stats` - r_inf, r_2, the per-coordinate box, the minimum pairwise cosine
+  (subsampled, chunked) and the principal axes (:func:`fit_principal_axes`).
+* :func:`effective_eps` - the smallest relative perturbation of a memory vector that changes
+  the greedy output, per random direction (bisection).
+* :func:`cell_shares` - Monte Carlo shares p_t of every token's decoder cell inside the support,
+  assigned by the argmax of the logits (what greedy decoding does) or by the nearest decoder
+  row (the paper's Voronoi cells); :func:`log_share_medians` and :func:`fit_s_conv` turn them
+  into the per-token cost s_conv of section 4.
+
+:func:`geometry_report` runs all of it for one model and returns the refined slopes.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from . import bounds, refined
+from .config import FAST
+
+__all__ = [
+    "unwrap", "decoder_weights", "final_hidden", "sample_support", "SupportStats", "support_stats",
+    "min_pairwise_cosine", "PrincipalAxes", "fit_principal_axes", "greedy_continuations",
+    "EffectiveEps", "effective_eps", "CellShares", "cell_shares", "assign_tokens",
+    "log_share_medians", "SConv", "fit_s_conv", "GeometryReport", "geometry_report",
+]
+
+ASSIGNMENTS = ("argmax", "voronoi")
+SUPPORTS = ("box", "ball", "hull")
+
+
+# --------------------------------------------------------------------------- model access
+
+def unwrap(model):
+    """The transformers model inside a ``LoadedModel`` (or the model itself)."""
+    return getattr(model, "model", model) if hasattr(model, "facts") else model
+
+
+def _vocab_size(hf):
+    cfg = hf.config
+    v = getattr(cfg, "vocab_size", None)
+    if v is None and hasattr(cfg, "get_text_config"):
+        v = cfg.get_text_config().vocab_size
+    return int(v if v is not None else hf.get_output_embeddings().weight.shape[0])
+
+
+def _max_context(hf):
+    cfg = hf.config
+    if hasattr(cfg, "get_text_config"):
+        cfg = cfg.get_text_config()
+    for key in ("max_position_embeddings", "n_positions", "max_seq_len"):
+        v = getattr(cfg, key, None)
+        if isinstance(v, int) and v > 0:
+            return v
+    return None
+
+
+def decoder_weights(model):
+    """(W [|V|, d], b [|V|] or None): the unembedding, logits = W h + b (detached)."""
+    head = unwrap(model).get_output_embeddings()
+    if head is None:
+        raise ValueError("model has no output embedding (get_output_embeddings() is None)")
+    b = getattr(head, "bias", None)
+    return head.weight.detach(), (None if b is None else b.detach())
+
+
+def final_hidden(model, input_ids=None, inputs_embeds=None):
+    """The input of the unembedding at the last position, [B, d] (float32, cpu).
+
+    A forward pre-hook on the output embedding reads exactly what the logits are computed
+    from (after the final norm), whatever the family calls its last norm.
+    """
+    hf = unwrap(model)
+    head = hf.get_output_embeddings()
+    seen = {}
+    hook = head.register_forward_pre_hook(lambda mod, args: seen.__setitem__("h", args[0]))
+    try:
+        kw = {"input_ids": input_ids} if inputs_embeds is None else {"inputs_embeds": inputs_embeds}
+        with torch.inference_mode():
+            try:
+                hf(**kw, logits_to_keep=1, use_cache=False)
+            except TypeError:  # families without logits_to_keep
+                hf(**kw, use_cache=False)
+    finally:
+        hook.remove()
+    return seen["h"][:, -1, :].float().cpu()
+
+
+def _default_lengths(max_context):
+    top = 64 if FAST else 1024
+    if max_context:
+        top = min(top, max_context)
+    lengths = [L for L in (2 ** k for k in range(2, 13)) if L <= top]
+    return lengths or [max(1, top)]
+
+
+def sample_support(model, lengths=None, per_length=None, *, batch_tokens=16384, seed=0,
+                   progress=True):
+    """Final hidden states on uniform random token sequences, [N, d] float32 ([A] section 3).
+
+    [A]: 10,000 sequences at each length in {4, 8, ..., 4096}. Defaults here: lengths
+    4, 8, ... up to min(1024, context) (64 in FAST mode) and ``per_length`` 256 (16 in FAST
+    mode). Batches hold about ``batch_tokens`` tokens.
+    """
+    hf = unwrap(model)
+    lengths = list(lengths) if lengths is not None else _default_lengths(_max_context(hf))
+    per_length = per_length if per_length is not None else (16 if FAST else 256)
+    if not lengths or any(int(L) < 1 for L in lengths):
+        raise ValueError(f"lengths must be a non-empty list of whole numbers >= 1; got {lengths!r}")
+    if int(per_length) < 1:
+        raise ValueError(f"per_length must be >= 1; got {per_length!r}")
+    ctx = _max_context(hf)
+    if ctx and max(lengths) > ctx:
+        raise ValueError(f"lengths must be <= the model's context {ctx}; got max {max(lengths)}")
+    if batch_tokens < 1:
+        raise ValueError(f"batch_tokens must be >= 1; got {batch_tokens!r}")
+    from tqdm.auto import tqdm
+
+    V = _vocab_size(hf)
+    device = next(hf.parameters()).device
+    gen = torch.Generator().manual_seed(int(seed))
+    jobs = []
+    for L in lengths:
+        bs = max(1, int(batch_tokens) // int(L))
+        for start in range(0, int(per_length), bs):
+            jobs.append((int(L), min(bs, int(per_length) - start)))
+    out = []
+    for L, B in tqdm(jobs, desc="support samples", disable=not progress, leave=False):
+        ids = torch.randint(0, V, (B, L), generator=gen).to(device)
+        out.append(final_hidden(hf, input_ids=ids))
+    return torch.cat(out)
+
+
+# --------------------------------------------------------------------------- statistics
+
+def min_pairwise_cosine(x, max_points=4096, *, chunk=1024, seed=0):
+    """Minimum cosine over pairs i != j of at most ``max_points`` random rows of ``x``.
+
+    Chunked: never holds more than chunk x max_points cosines at once.
+    """
+    x = torch.as_tensor(x, dtype=torch.float32)
+    if x.ndim != 2 or x.shape[0] < 2:
+        raise ValueError(f"x must be [N >= 2, d]; got shape {tuple(x.shape)}")
+    if max_points < 2:
+        raise ValueError(f"max_points must be >= 2; got {max_points!r}")
+    if x.shape[0] > max_points:
+        idx = torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(seed))[:max_points]
+        x = x[idx]
+    u = x / x.norm(dim=1, keepdim=True).clamp_min(1e-30)
+    best = math.inf
+    for s in range(0, u.shape[0], chunk):
+        c = u[s:s + chunk] @ u.T
+        rows = torch.arange(c.shape[0])
+        c[rows, rows + s] = math.inf  # exclude i == j
+        best = min(best, float(c.min()))
+    return max(-1.0, min(1.0, best))
+
+
+@dataclass
+class PrincipalAxes:
+    """PCA of the samples: x = center + sum_i z_i axes[:, i].
+
+    sigmas: standard deviation along each axis (descending); semi_axes: max |z_i| over the
+    samples, so the rotated box prod_i [-a_i, a_i] around the center holds every sample (the
+    support :func:`accesslib.refined.ellipsoid_slope` counts); mahalanobis_scale: the
+    smallest s such that the covariance ellipsoid sum_i (z_i / (s sigma_i))^2 <= 1 holds them
+    all (its semi-axes s*sigma_i are never smaller than semi_axes).
+    """
+    center: np.ndarray
+    axes: np.ndarray
+    sigmas: np.ndarray
+    semi_axes: np.ndarray
+    mahalanobis_scale: float
+
+
+def fit_principal_axes(x):
+    """Principal axes and containing semi-axes of samples ``x`` [N, d] (:class:`PrincipalAxes`)."""
+    x = torch.as_tensor(x, dtype=torch.float64)
+    if x.ndim != 2 or x.shape[0] < 2:
+        raise ValueError(f"x must be [N >= 2, d]; got shape {tuple(x.shape)}")
+    center = x.mean(0)
+    xc = x - center
+    _, s, vt = torch.linalg.svd(xc, full_matrices=False)
+    axes = vt.T  # [d, k], k = min(N, d)
+    z = xc @ axes
+    sigmas = s / math.sqrt(max(1, x.shape[0] - 1))
+    semi = z.abs().amax(0)
+    nz = sigmas > sigmas.max() * 1e-12
+    scale = float(((z[:, nz] / sigmas[nz]) ** 2).sum(1).sqrt().max()) if nz.any() else 0.0
+    return PrincipalAxes(center.numpy(), axes.numpy(), sigmas.numpy(), semi.numpy(), scale)
+
+
+@dataclass
+class SupportStats:
+    """Shape of the sampled support: n samples in R^d; lo/hi the per-coordinate box;
+    r_inf = max ||h||_inf, r_2 = max ||h||_2; min_cos over a subsample of cos_points rows."""
+    n: int
+    d: int
+    r_inf: float
+    r_2: float
+    lo: np.ndarray
+    hi: np.ndarray
+    min_cos: float
+    cos_points: int
+    axes: PrincipalAxes | None
+
+    @property
+    def widths(self):
+        return self.hi - self.lo
+
+    @property
+    def phi(self):
+        """Cone half-angle theta/2, theta = arccos(min_cos) ([A])."""
+        return refined.cone_half_angle(self.min_cos)
+
+
+def support_stats(samples, *, cos_points=4096, seed=0, principal=True):
+    """:class:`SupportStats` of hidden states ``samples`` [N, d]."""
+    x = torch.as_tensor(samples, dtype=torch.float32)
+    if x.ndim != 2 or x.shape[0] < 2:
+        raise ValueError(f"samples must be [N >= 2, d]; got shape {tuple(x.shape)}")
+    if not torch.isfinite(x).all():
+        raise ValueError("samples must be finite (the model produced NaN/inf hidden states)")
+    mc = min_pairwise_cosine(x, cos_points, seed=seed)
+    return SupportStats(
+        n=x.shape[0], d=x.shape[1], r_inf=float(x.abs().max()), r_2=float(x.norm(dim=1).max()),
+        lo=x.amin(0).numpy().astype(float), hi=x.amax(0).numpy().astype(float), min_cos=mc,
+        cos_points=min(cos_points, x.shape[0]),
+        axes=fit_principal_axes(x) if principal else None)
+
+
+# --------------------------------------------------------------------------- effective eps
+
+def _embed(hf, ids):
+    return hf.get_input_embeddings()(ids)
+
+
+def greedy_continuations(model, memory, n, prefix_ids=None):
+    """Greedy tokens [B, n] after inputs ``memory`` [B, m, d] (+ optional prefix token ids).
+
+    Recomputes the whole sequence each step (no cache): short outputs, any family.
+    """
+    hf = unwrap(model)
+    memory = torch.as_tensor(memory)
+    if memory.ndim != 3:
+        raise ValueError(f"memory must be [B, m, d]; got shape {tuple(memory.shape)}")
+    p = next(hf.parameters())
+    x = memory.to(device=p.device, dtype=p.dtype)
+    B = x.shape[0]
+    if prefix_ids is not None and len(prefix_ids):
+        pre = torch.as_tensor(list(prefix_ids), device=p.device).unsqueeze(0).expand(B, -1)
+        x = torch.cat([x, _embed(hf, pre).to(p.dtype)], 1)
+    out = []
+    with torch.inference_mode():
+        for _ in range(int(n)):
+            try:
+                logits = hf(inputs_embeds=x, logits_to_keep=1, use_cache=False).logits[:, -1]
+            except TypeError:
+                logits = hf(inputs_embeds=x, use_cache=False).logits[:, -1]
+            t = logits.argmax(-1)
+            out.append(t)
+            x = torch.cat([x, _embed(hf, t[:, None]).to(p.dtype)], 1)
+    return torch.stack(out, 1).cpu()
+
+
+@dataclass
+class EffectiveEps:
+    """Smallest relative perturbation ||delta|| / ||x|| changing the greedy output, per direction.
+
+    rel: [n_directions] thresholds (inf: no change up to t_max; t_min: changed already at
+    t_min); memory_norm: ||x|| (Frobenius over the m vectors); dtype of the model.
+    """
+    rel: np.ndarray
+    memory_norm: float
+    n_tokens: int
+    dtype: str
+    t_min: float
+    t_max: float
+
+    def quantiles(self, q=(0.1, 0.5, 0.9)):
+        return np.quantile(self.rel, q)
+
+
+def effective_eps(model, memory=None, *, n_directions=16, n_tokens=4, prefix_ids=None,
+                  t_min=1e-9, t_max=1.0, steps=24, seed=0):
+    """Measured effective precision: bisection per random direction ([A] section 3 assumes eps).
+
+    memory: [m, d] (e.g. a crammed memory); default one random vector, standard normal times
+    the std of the input-embedding matrix (the cramming init). For each unit direction u
+    (Frobenius norm over [m, d]) it finds, by geometric bisection on t in [t_min, t_max], the
+    smallest t such that memory + t ||memory|| u changes any of the first ``n_tokens`` greedy
+    tokens. All directions are evaluated together at each step.
+    """
+    hf = unwrap(model)
+    if n_directions < 1 or n_tokens < 1 or steps < 1:
+        raise ValueError("n_directions, n_tokens and steps must be >= 1")
+    if not (0 < t_min < t_max):
+        raise ValueError(f"t_min and t_max must satisfy 0 < t_min < t_max; got {t_min}, {t_max}")
+    g = torch.Generator().manual_seed(int(seed))
+    p = next(hf.parameters())
+    if memory is None:
+        emb = hf.get_input_embeddings().weight.detach().float()
+        scale = float(getattr(getattr(model, "facts", None), "embed_scale", 1.0) or 1.0)
+        memory = torch.randn(1, emb.shape[1], generator=g) * float(emb.std()) * scale
+    x = torch.as_tensor(memory, dtype=torch.float32).cpu()
+    if x.ndim != 2:
+        raise ValueError(f"memory must be [m, d]; got shape {tuple(x.shape)}")
+    norm = float(x.norm())
+    u = torch.randn(n_directions, *x.shape, generator=g)
+    u = u / u.flatten(1).norm(dim=1)[:, None, None]
+
+    def changed(t):  # t: [n_dir] -> bool [n_dir]
+        pert = x[None] + (t * norm)[:, None, None] * u
+        return (greedy_continuations(hf, pert, n_tokens, prefix_ids) != base).any(1)
+
+    base = greedy_continuations(hf, x[None], n_tokens, prefix_ids)
+    lo = torch.full((n_directions,), float(t_min), dtype=torch.float64)
+    hi = torch.full((n_directions,), float(t_max), dtype=torch.float64)
+    at_hi = changed(hi.float())
+    at_lo = changed(lo.float())
+    for _ in range(int(steps)):
+        mid = (lo * hi).sqrt()
+        c = changed(mid.float())
+        hi = torch.where(c, mid, hi)
+        lo = torch.where(c, lo, mid)
+    rel = hi.numpy().copy()
+    rel[~at_hi.numpy()] = np.inf
+    rel[at_lo.numpy()] = t_min
+    return EffectiveEps(rel, norm, int(n_tokens), str(p.dtype).replace("torch.", ""),
+                        float(t_min), float(t_max))
+
+
+# --------------------------------------------------------------------------- decoder cells
+
+def assign_tokens(x, W, b=None, assign="argmax", *, vocab_chunk=None):
+    """Token index of each row of ``x`` [n, d]: argmax_t (W x + b)_t or the nearest row of W.
+
+    Voronoi (nearest row) is an argmax too: ||x - w||^2 = ||x||^2 - 2 x.w + ||w||^2, so the
+    nearest row maximises x.w - ||w||^2/2 (and ignores the model's bias). Running max over
+    vocabulary chunks keeps memory at n x vocab_chunk.
+    """
+    if assign not in ASSIGNMENTS:
+        raise ValueError(f"assign must be one of {ASSIGNMENTS}; got {assign!r}")
+    V = W.shape[0]
+    if assign == "voronoi":
+        b = -0.5 * (W.float() ** 2).sum(1)
+    vc = vocab_chunk or V
+    best_v = best_i = None
+    for s in range(0, V, vc):
+        Wc = W[s:s + vc].to(x.dtype)
+        if b is not None:
+            logits = torch.addmm(b[s:s + vc].to(x.dtype), x, Wc.T)
+        else:
+            logits = x @ Wc.T
+        v, i = logits.max(1)
+        if best_v is None:
+            best_v, best_i = v, i
+        else:
+            better = v > best_v
+            best_v = torch.where(better, v, best_v)
+            best_i = torch.where(better, i + s, best_i)
+    return best_i
+
+
+@dataclass
+class CellShares:
+    """Monte Carlo cell shares: counts[t] hits of token t among n_samples support points.
+
+    shares p_t = counts/n; stderr sqrt(p(1-p)/n); zero_hit: tokens never hit.
+    """
+    counts: np.ndarray
+    n_samples: int
+    assign: str
+    support: str
+    seconds: float = 0.0
+    flops: float = 0.0
+
+    @property
+    def shares(self):
+        return self.counts / self.n_samples
+
+    @property
+    def stderr(self):
+        p = self.shares
+        return np.sqrt(p * (1 - p) / self.n_samples)
+
+    @property
+    def zero_hit(self):
+        return int(np.sum(self.counts == 0))
+
+    @property
+    def throughput(self):
+        """Multiply-adds n x |V| x d per second."""
+        return self.flops / 2 / self.seconds if self.seconds > 0 else float("nan")
+
+
+def _support_sampler(support, *, lo=None, hi=None, radius=None, samples=None, hull_k=4, d, gen):
+    if support == "box":
+        if lo is None or hi is None:
+            raise ValueError("support='box' needs lo and hi (per-coordinate bounds)")
+        lo_t = torch.as_tensor(np.asarray(lo), dtype=torch.float32)
+        w = torch.as_tensor(np.asarray(hi), dtype=torch.float32) - lo_t
+        if lo_t.shape != (d,) or (w < 0).any():
+            raise ValueError(f"lo and hi must be [d={d}] with hi >= lo")
+        return lambda n: lo_t + w * torch.rand(n, d, generator=gen)
+    if support == "ball":
+        if radius is None or radius <= 0:
+            raise ValueError(f"support='ball' needs radius > 0; got {radius!r}")
+        def ball(n):
+            g = torch.randn(n, d, generator=gen)
+            g = g / g.norm(dim=1, keepdim=True)
+            return g * (radius * torch.rand(n, 1, generator=gen) ** (1.0 / d))
+        return ball
+    if support == "hull":
+        if samples is None or len(samples) < 2:
+            raise ValueError("support='hull' needs samples [N >= 2, d]")
+        if hull_k < 2:
+            raise ValueError(f"hull_k must be >= 2; got {hull_k!r}")
+        S = torch.as_tensor(samples, dtype=torch.float32)
+        def hull(n):
+            idx = torch.randint(0, S.shape[0], (n, hull_k), generator=gen)
+            wts = -torch.log(torch.rand(n, hull_k, generator=gen).clamp_min(1e-30))  # Dirichlet(1)
+            wts = wts / wts.sum(1, keepdim=True)
+            return (wts[:, :, None] * S[idx]).sum(1)
+        return hull
+    raise ValueError(f"support must be one of {SUPPORTS}; got {support!r}")
+
+
+def cell_shares(W, b=None, *, n_samples=None, support="box", assign="argmax", lo=None, hi=None,
+                radius=None, samples=None, hull_k=4, sample_chunk=4096, vocab_chunk=None,
+                seed=0, progress=True, threads=None):
+    """Monte Carlo shares p_t of every token's cell inside the support ([A] section 4).
+
+    W [|V|, d], b [|V|] or None: the unembedding (:func:`decoder_weights`). support: 'box'
+    (uniform in [lo, hi], the default), 'ball' (uniform in the L2 ball of ``radius`` around 0)
+    or 'hull' (random convex combinations, Dirichlet(1) weights, of ``hull_k`` rows of
+    ``samples``: the paper's convex-hull sampling). assign: 'argmax' (greedy decoding's cells,
+    default) or 'voronoi' (nearest decoder row, the paper's). Chunked over samples and over the
+    vocabulary (``vocab_chunk`` rows at a time; default: whole |V| when the logits chunk fits
+    in ~256 MB), so |V| = 262144 fits in memory.
+    """
+    import time
+    from tqdm.auto import tqdm
+
+    W = torch.as_tensor(W)
+    if W.ndim != 2:
+        raise ValueError(f"W must be [|V|, d]; got shape {tuple(W.shape)}")
+    V, d = W.shape
+    n_samples = int(n_samples if n_samples is not None else (20_000 if FAST else 1_000_000))
+    if n_samples < 1:
+        raise ValueError(f"n_samples must be >= 1; got {n_samples}")
+    if sample_chunk < 1:
+        raise ValueError(f"sample_chunk must be >= 1; got {sample_chunk}")
+    if assign not in ASSIGNMENTS:
+        raise ValueError(f"assign must be one of {ASSIGNMENTS}; got {assign!r}")
+    W32 = W.detach().float().contiguous()
+    b32 = None if b is None else torch.as_tensor(b).detach().float()
+    if assign == "voronoi":
+        b32 = -0.5 * (W32 ** 2).sum(1)
+    if vocab_chunk is None:
+        vocab_chunk = max(1024, min(V, (64 << 20) // max(1, sample_chunk)))
+    gen = torch.Generator().manual_seed(int(seed))
+    draw = _support_sampler(support, lo=lo, hi=hi, radius=radius, samples=samples, hull_k=hull_k,
+                            d=d, gen=gen)
+    counts = torch.zeros(V, dtype=torch.long)
+    old_threads = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(int(threads))
+    t_mm = 0.0
+    try:
+        for s in tqdm(range(0, n_samples, sample_chunk), desc="cells", disable=not progress,
+                      leave=False):
+            x = draw(min(sample_chunk, n_samples - s))
+            t0 = time.perf_counter()
+            idx = assign_tokens(x, W32, b32, "argmax", vocab_chunk=vocab_chunk)
+            counts += torch.bincount(idx, minlength=V)
+            t_mm += time.perf_counter() - t0
+    finally:
+        torch.set_num_threads(old_threads)
+    return CellShares(counts.numpy(), n_samples, assign, support, seconds=t_mm,
+                      flops=2.0 * n_samples * V * d)
+
+
+# --------------------------------------------------------------------------- s_conv
+
+def log_share_medians(shares, ks=range(1, 7), *, bins=8192):
+    """Median of the sum of k iid draws of ln p_t (t uniform over tokens with p_t > 0).
+
+    Zero-hit tokens are dropped, as in [A]. The median of a sum of logs is the log of the
+    median of the product of k shares (ln is monotone), so this is [A]'s "ln(median)" of the
+    k-fold product. The k-fold distribution is the k-fold convolution of the histogram of ln p
+    on a grid of ``bins`` points (FFT); each value is rounded to the grid (error <= half a
+    bin per draw, unbiased on average).
+    """
+    from scipy.signal import fftconvolve
+
+    p = np.asarray(shares, dtype=float)
+    if p.ndim != 1 or np.any(p < 0) or not np.all(np.isfinite(p)):
+        raise ValueError("shares must be a 1-D array of finite shares >= 0")
+    lp = np.log(p[p > 0])
+    if lp.size == 0:
+        raise ValueError("shares must contain at least one positive share")
+    ks = [int(k) for k in ks]
+    if not ks or min(ks) < 1:
+        raise ValueError(f"ks must be whole numbers >= 1; got {ks!r}")
+    if bins < 2:
+        raise ValueError(f"bins must be >= 2; got {bins!r}")
+    lo, hi = float(lp.min()), float(lp.max())
+    if hi - lo < 1e-12:
+        return np.array([k * lo for k in ks])
+    h = (hi - lo) / (bins - 1)
+    j = np.rint((lp - lo) / h).astype(int)
+    pmf = np.bincount(j, minlength=bins).astype(float) / lp.size
+    out, dist, kk = {}, np.array([1.0]), 0
+    for k in range(1, max(ks) + 1):
+        dist = np.clip(fftconvolve(dist, pmf) if kk else pmf.copy(), 0, None)
+        dist /= dist.sum()
+        kk = k
+        if k in ks:
+            cdf = np.cumsum(dist)
+            i = int(np.searchsorted(cdf, 0.5))
+            # the mass of grid point i spread over [i - 1/2, i + 1/2]: a continuous median
+            prev = cdf[i - 1] if i > 0 else 0.0
+            frac = (0.5 - prev) / max(dist[i], 1e-300)
+            out[k] = k * lo + (i - 0.5 + frac) * h
+    return np.array([out[k] for k in ks])
+
+
+@dataclass
+class SConv:
+    """Fit of median_k(sum of k ln p) = s_conv * k + intercept over k ([A] section 4)."""
+    s_conv: float
+    intercept: float
+    r2: float
+    ks: np.ndarray
+    medians: np.ndarray
+    n_tokens: int
+    n_zero: int
+
+
+def fit_s_conv(shares, ks=range(1, 7), *, bins=8192):
+    """s_conv (nats/token, negative): least-squares slope of the k-fold log-share medians.
+
+    Reading of [A] (PAPER.md section 4): "fit ln(median) against k". ln of the median of the
+    product of k shares = median of the sum of k ln p_t, which grows linearly in k; the slope
+    is s_conv and |s_conv| replaces ln|V| (:func:`accesslib.refined.cell_slope`). By Jensen,
+    the mean of ln p_t over the hit tokens is <= -ln(#hit tokens), so |s_conv| >= about ln|V|
+    when most tokens are hit: non-uniform cells make tokens dearer.
+    """
+    p = np.asarray(shares, dtype=float)
+    ks = np.array([int(k) for k in ks], dtype=float)
+    if ks.size < 2:
+        raise ValueError(f"ks must hold at least two values; got {ks.tolist()}")
+    med = log_share_medians(p, ks.astype(int), bins=bins)
+    A = np.vstack([ks, np.ones_like(ks)]).T
+    (s, c), *_ = np.linalg.lstsq(A, med, rcond=None)
+    pred = A @ np.array([s, c])
+    ss = np.sum((med - med.mean()) ** 2)
+    r2 = 1.0 - np.sum((med - pred) ** 2) / ss if ss > 0 else 1.0
+    return SConv(float(s), float(c), float(r2), ks.astype(int), med, int(np.sum(p > 0)),
+                 int(np.sum(p == 0)))
+
+
+# --------------------------------------------------------------------------- the whole report
+
+@dataclass
+class GeometryReport:
+    """Support statistics, cell shares and every refined slope for one model."""
+    name: str
+    d: int
+    vocab_size: int
+    eps: float
+    dtype: str
+    stats: SupportStats
+    cells: CellShares | None
+    sconv: SConv | None
+    slopes: dict = field(default_factory=dict)
+
+    def table(self):
+        """Rows (kind, C, log_fraction) for printing."""
+        return [(k, s.C, s.log_fraction) for k, s in self.slopes.items()]
+
+
+def geometry_report(model, *, name=None, dtype="paper", samples=None, lengths=None,
+                    per_length=None, n_cells=None, cell_support="box", assign="argmax",
+                    seed=0, progress=True):
+    """Everything of sections 3-4 for one model: stats, cells, and ball/box/cone/ellipsoid/cell
+    slopes. eps = r_inf * unit roundoff of ``dtype`` ('paper': 2^-11 as [A])."""
+    hf = unwrap(model)
+    if samples is None:
+        samples = sample_support(hf, lengths, per_length, seed=seed, progress=progress)
+    st = support_stats(samples, seed=seed)
+    W, b = decoder_weights(hf)
+    V, d = W.shape
+    eps = float(bounds.eps_for_dtype(dtype, st.r_inf))
+    lnV = math.log(V)
+    ball = bounds.slope(d, V, eps, st.r_inf)
+    slopes = {"ball": refined.RefinedSlope("ball", ball, ball * lnV, 0.0, lnV),
+              "box": refined.box_slope(st.widths, V, eps, r=st.r_inf),
+              "cone": refined.cone_slope(d, V, eps, st.r_inf, st.phi),
+              "ellipsoid": refined.ellipsoid_slope(st.axes.semi_axes, V, eps, r=st.r_inf)}
+    cells = sconv = None
+    if n_cells != 0:
+        cells = cell_shares(W, b, n_samples=n_cells, support=cell_support, assign=assign,
+                            lo=st.lo, hi=st.hi, radius=st.r_2, samples=samples, seed=seed,
+                            progress=progress)
+        sconv = fit_s_conv(cells.shares)
+        slopes["cells"] = refined.cell_slope(slopes["ball"].log_count, sconv.s_conv)
+        slopes["box+cells"] = refined.cell_slope(slopes["box"].log_count, sconv.s_conv)
+    nm = name or getattr(getattr(model, "facts", None), "name", None) or type(hf).__name__
+    return GeometryReport(nm, d, V, eps, str(dtype), st, cells, sconv, slopes)
