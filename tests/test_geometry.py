@@ -1,0 +1,206 @@
+"""Geometry (accesslib.geometry): known-answer decoder cells, fits, and stats on tiny models."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from accesslib import bounds
+from accesslib.geometry import (assign_tokens, cell_shares, decoder_weights, effective_eps,
+                                final_hidden, fit_principal_axes, fit_s_conv, geometry_report,
+                                greedy_continuations, log_share_medians, min_pairwise_cosine,
+                                sample_support, support_stats)
+
+
+def _tiny(family="gpt_neox", d=32, V=64, seed=0):
+    """A random-weight model from a config (accesslib.models.tiny_model when it exists)."""
+    try:
+        from accesslib.models import tiny_model
+        return tiny_model(family, d=d, vocab_size=V, layers=2, seed=seed).model
+    except ImportError:
+        pass
+    import transformers as tf
+    torch.manual_seed(seed)
+    if family == "gpt_neox":
+        cfg = tf.GPTNeoXConfig(hidden_size=d, num_hidden_layers=2, num_attention_heads=4,
+                               intermediate_size=2 * d, vocab_size=V, max_position_embeddings=256)
+        return tf.GPTNeoXForCausalLM(cfg).eval()
+    cfg = tf.LlamaConfig(hidden_size=d, num_hidden_layers=2, num_attention_heads=4,
+                         num_key_value_heads=2, intermediate_size=2 * d, vocab_size=V,
+                         max_position_embeddings=256)
+    return tf.LlamaForCausalLM(cfg).eval()
+
+
+# ------------------------------------------------------------------ 2-D decoders with exact areas
+
+def _shares(W, assign, n=200_000, b=None):
+    c = cell_shares(torch.tensor(W, dtype=torch.float32), b, n_samples=n, lo=[-1, -1], hi=[1, 1],
+                    assign=assign, progress=False, sample_chunk=50_000)
+    return c
+
+
+@pytest.mark.parametrize("assign", ["argmax", "voronoi"])
+def test_four_equal_rows_own_a_quarter_each(assign):
+    c = _shares([[1, 0], [-1, 0], [0, 1], [0, -1]], assign)
+    assert c.counts.sum() == c.n_samples and c.zero_hit == 0
+    assert np.all(np.abs(c.shares - 0.25) < 4 * c.stderr)
+
+
+def test_unequal_norms_argmax_vs_voronoi_exact_areas():
+    # w1 = (1,0), w2 = (-2,0): argmax splits at x1 = 0 (1/2 each);
+    # Voronoi at the bisector x1 = -1/2, so w1 owns (1 + 1/2)/2 = 3/4 of [-1, 1]^2
+    W = [[1, 0], [-2, 0]]
+    a, v = _shares(W, "argmax"), _shares(W, "voronoi")
+    assert np.all(np.abs(a.shares - [0.5, 0.5]) < 4 * a.stderr)
+    assert np.all(np.abs(v.shares - [0.75, 0.25]) < 4 * v.stderr)
+    # three rows (1,0), (0,1), (0,0): argmax gives the origin row the quadrant x1,x2 < 0 (1/4)
+    # and 3/8 to each other; Voronoi gives it [-1, 1/2]^2 = 2.25/4 and 0.875/4 to each other
+    W3 = [[1, 0], [0, 1], [0, 0]]
+    a3, v3 = _shares(W3, "argmax"), _shares(W3, "voronoi")
+    assert np.all(np.abs(a3.shares - [0.375, 0.375, 0.25]) < 4 * a3.stderr)
+    assert np.all(np.abs(v3.shares - [0.21875, 0.21875, 0.5625]) < 4 * v3.stderr)
+    # a bias moves argmax cells: b = (0, 0, 1/2) gives row 3 the set x1, x2 < 1/2 (Voronoi's)
+    ab = _shares(W3, "argmax", b=torch.tensor([0.0, 0.0, 0.5]))
+    assert np.all(np.abs(ab.shares - [0.21875, 0.21875, 0.5625]) < 4 * ab.stderr)
+
+
+def test_argmax_equals_voronoi_iff_equal_norms():
+    g = torch.Generator().manual_seed(0)
+    W = torch.randn(500, 16, generator=g)
+    W = W / W.norm(dim=1, keepdim=True)
+    x = torch.randn(2000, 16, generator=g)
+    assert torch.equal(assign_tokens(x, W, None, "argmax"), assign_tokens(x, W, None, "voronoi"))
+    W2 = W * torch.rand(500, 1, generator=g).add(0.5)
+    agree = (assign_tokens(x, W2, None, "argmax") == assign_tokens(x, W2, None, "voronoi")).float().mean()
+    assert agree < 0.9
+    # vocabulary chunking changes nothing
+    assert torch.equal(assign_tokens(x, W2, None, "argmax", vocab_chunk=37),
+                       assign_tokens(x, W2, None, "argmax"))
+
+
+def test_ball_and_hull_supports():
+    W = torch.tensor([[1.0, 0.0], [-1.0, 0.0]])
+    c = cell_shares(W, None, n_samples=50_000, support="ball", radius=2.0, progress=False)
+    assert abs(c.shares[0] - 0.5) < 4 * c.stderr[0]
+    # hull of samples all with x1 > 0: every point lands in row 0's cell
+    S = np.array([[0.1, -1.0], [0.5, 2.0], [2.0, 0.0]])
+    h = cell_shares(W, None, n_samples=5000, support="hull", samples=S, progress=False)
+    assert h.counts[0] == 5000 and h.zero_hit == 1
+    with pytest.raises(ValueError, match="support"):
+        cell_shares(W, None, n_samples=10, support="cube", progress=False)
+    with pytest.raises(ValueError, match="assign"):
+        cell_shares(W, None, n_samples=10, lo=[0, 0], hi=[1, 1], assign="nearest", progress=False)
+
+
+# ------------------------------------------------------------------ s_conv
+
+def test_uniform_shares_give_minus_ln_v():
+    V = 1000
+    f = fit_s_conv(np.full(V, 1.0 / V))
+    assert f.s_conv == pytest.approx(-math.log(V), abs=1e-9)
+    assert f.intercept == pytest.approx(0.0, abs=1e-9)
+
+
+def test_log_share_medians_match_monte_carlo_and_drop_zeros():
+    rng = np.random.default_rng(0)
+    p = rng.dirichlet(np.full(2000, 0.3))
+    p[:50] = 0.0
+    med = log_share_medians(p)
+    lp = np.log(p[p > 0])
+    mc = [np.median(rng.choice(lp, (200_000, k)).sum(1)) for k in range(1, 7)]
+    assert np.allclose(med, mc, atol=0.06)
+    f = fit_s_conv(p)
+    assert f.n_zero == 50 and f.n_tokens == 1950
+    # the median of a sum grows like k * mean(ln p); skewed cells make tokens dearer than ln V
+    assert f.s_conv == pytest.approx(lp.mean(), rel=0.02)
+    assert f.s_conv < -math.log(1950)
+
+
+# ------------------------------------------------------------------ principal axes and cosines
+
+def test_principal_axes_recover_known_gaussian():
+    rng = np.random.default_rng(1)
+    d, n = 6, 20000
+    Q, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    sig = np.array([5.0, 3.0, 2.0, 1.0, 0.5, 0.1])
+    x = rng.standard_normal((n, d)) * sig @ Q.T + 7.0
+    pa = fit_principal_axes(torch.tensor(x))
+    assert np.allclose(pa.sigmas, sig, rtol=0.03)
+    assert np.allclose(np.abs(np.sum(pa.axes * Q, axis=0)), 1.0, atol=1e-3)
+    assert np.allclose(pa.center, 7.0, atol=0.1)
+    z = (x - pa.center) @ pa.axes
+    assert np.all(np.abs(z) <= pa.semi_axes + 1e-9)          # the rotated box holds every sample
+    assert np.all(pa.semi_axes / sig > 3.0) and np.all(pa.semi_axes / sig < 5.0)  # max |N(0,1)|
+    assert np.max(np.sum((z / (pa.mahalanobis_scale * pa.sigmas)) ** 2, 1)) <= 1 + 1e-9
+    assert np.all(pa.mahalanobis_scale * pa.sigmas >= pa.semi_axes - 1e-9)
+
+
+def test_min_pairwise_cosine_matches_brute_force():
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(300, 8, generator=g) + 1.0
+    u = x / x.norm(dim=1, keepdim=True)
+    c = u @ u.T
+    c.fill_diagonal_(2.0)
+    assert min_pairwise_cosine(x, chunk=64) == pytest.approx(float(c.min()), abs=1e-6)
+    assert min_pairwise_cosine(x, max_points=50) >= float(c.min()) - 1e-6
+
+
+# ------------------------------------------------------------------ tiny models
+
+@pytest.mark.parametrize("family", ["gpt_neox", "llama"])
+def test_final_hidden_is_post_norm_input_of_unembedding(family):
+    m = _tiny(family)
+    ids = torch.randint(0, 64, (3, 7), generator=torch.Generator().manual_seed(0))
+    h = final_hidden(m, input_ids=ids)
+    with torch.no_grad():
+        out = m(ids, output_hidden_states=True)
+    assert h.shape == (3, 32)
+    assert torch.allclose(h, out.hidden_states[-1][:, -1].float(), atol=1e-5)
+    W, b = decoder_weights(m)
+    logits = h @ W.T + (0 if b is None else b)
+    assert torch.allclose(logits, out.logits[:, -1], atol=1e-4)
+
+
+def test_support_stats_on_tiny_model():
+    m = _tiny("gpt_neox")
+    x = sample_support(m, lengths=[4, 16], per_length=24, progress=False)
+    assert x.shape == (48, 32) and torch.isfinite(x).all()
+    st = support_stats(x)
+    assert st.n == 48 and st.d == 32
+    assert st.r_2 / math.sqrt(st.d) <= st.r_inf <= st.r_2 + 1e-6
+    assert np.all(st.lo <= x.numpy().min(0)) and np.all(st.hi >= x.numpy().max(0))
+    assert np.all(st.widths <= 2 * st.r_inf + 1e-6)
+    assert -1.0 <= st.min_cos <= 1.0 and 0 <= st.phi <= math.pi / 2
+    # same seed, same samples
+    assert torch.equal(x, sample_support(m, lengths=[4, 16], per_length=24, progress=False))
+
+
+def test_geometry_report_orders_refinements():
+    m = _tiny("llama")
+    rep = geometry_report(m, lengths=[4, 8], per_length=32, n_cells=20_000, progress=False)
+    s = rep.slopes
+    assert rep.eps == pytest.approx(rep.stats.r_inf * 2.0**-11)
+    assert s["ball"].C == pytest.approx(bounds.slope(32, 64, rep.eps, rep.stats.r_inf))
+    assert s["box"].C <= s["ball"].C and s["cone"].C <= s["ball"].C
+    assert s["ellipsoid"].log_count <= s["ball"].log_count
+    assert rep.cells.counts.sum() == 20_000
+    assert s["cells"].C == pytest.approx(s["ball"].log_count / abs(rep.sconv.s_conv))
+    assert rep.sconv.s_conv < 0
+
+
+def test_effective_eps_brackets_a_change():
+    m = _tiny("gpt_neox")
+    mem = torch.randn(1, 32, generator=torch.Generator().manual_seed(1)) * 0.02
+    ee = effective_eps(m, mem, n_directions=6, n_tokens=3, steps=16, t_min=1e-6, t_max=10.0)
+    assert ee.rel.shape == (6,) and ee.dtype == "float32"
+    assert np.sum(np.isfinite(ee.rel) & (ee.rel > ee.t_min)) >= 3
+    base = greedy_continuations(m, mem[None], 3)
+    g = torch.Generator().manual_seed(0)  # same directions as effective_eps draws after memory
+    u = torch.randn(6, 1, 32, generator=g)
+    u = u / u.flatten(1).norm(dim=1)[:, None, None]
+    for i, t in enumerate(ee.rel):
+        if np.isfinite(t) and t > ee.t_min:
+            out = greedy_continuations(m, (mem + float(t) * ee.memory_norm * u[i])[None], 3)
+            assert not torch.equal(out, base)
+    with pytest.raises(ValueError, match="t_min"):
+        effective_eps(m, mem, t_min=1.0, t_max=0.5)
