@@ -1,0 +1,113 @@
+"""The shipped tiny models and the shipped corpus (offline defaults, no download).
+
+The package ships a small family of GPT-NeoX (Pythia-architecture) causal LMs trained on this
+machine's CPU by ``scripts/train_tiny.py`` on the train split of the King James Bible
+(``data/corpus/kjv.txt.gz``, public domain, built by ``scripts/make_corpus.py``). Each model
+lives in ``data/models/<name>/`` with ``config.json``, ``model.safetensors`` (fp16),
+``tokenizer.json`` (+ ``tokenizer_config.json``, its own byte-level BPE) and ``training.json``
+(the training record: losses, time, hardware, exact command).
+
+Names read ``tiny-d{d}-v{|V|}``. :data:`DEFAULT` is the smallest model that still behaves like
+a language model (it attends to its context, so memory vectors can steer it).
+
+This module imports no torch: it only finds files and reads text/json.
+
+    >>> from accesslib import embedded
+    >>> embedded.resolve(embedded.DEFAULT)      # doctest: +SKIP
+    PosixPath('.../accesslib/data/models/tiny-d32-v1024')
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+DEFAULT = "tiny-d32-v1024"
+"""Name of the default embedded model (the smallest of the family)."""
+
+SPLITS = ("train", "heldout")
+HELDOUT_EVERY = 20
+"""Chapter k (0-based, canonical order) is held out when k % HELDOUT_EVERY == HELDOUT_EVERY - 1."""
+
+_REQUIRED = ("config.json", "model.safetensors", "tokenizer.json", "training.json")
+
+
+def _data_dir() -> Path:
+    return Path(str(resources.files("accesslib") / "data"))
+
+
+def models_dir() -> Path:
+    """Directory holding one sub-directory per shipped model."""
+    return _data_dir() / "models"
+
+
+def _is_model_dir(p: Path) -> bool:
+    return p.is_dir() and all((p / f).is_file() for f in _REQUIRED)
+
+
+def names() -> list[str]:
+    """Names of the shipped models, ordered by width d, then vocabulary size |V|."""
+    root = models_dir()
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if _is_model_dir(p)]
+
+    def key(p: Path):
+        cfg = json.loads((p / "config.json").read_text())
+        return (cfg.get("hidden_size", 0), cfg.get("vocab_size", 0), p.name)
+
+    return [p.name for p in sorted(found, key=key)]
+
+
+def resolve(name: str) -> Path | None:
+    """Directory of the shipped model ``name`` (loadable with ``from_pretrained``), or None."""
+    if not isinstance(name, str) or not name or "/" in name or "\\" in name or name.startswith("."):
+        return None
+    p = models_dir() / name
+    return p if _is_model_dir(p) else None
+
+
+def info(name: str) -> dict:
+    """Training record of a shipped model (``training.json``): losses, bits per byte, time,
+    hardware, versions and the exact command that reproduces it."""
+    p = resolve(name)
+    if p is None:
+        raise ValueError(f"name must be one of the shipped models {names()}, got {name!r}")
+    return json.loads((p / "training.json").read_text())
+
+
+def corpus_path() -> Path:
+    """Path of the shipped corpus file (gzip, plain text)."""
+    return _data_dir() / "corpus" / "kjv.txt.gz"
+
+
+@lru_cache(maxsize=1)
+def corpus_text() -> str:
+    """The whole shipped corpus: the King James Bible, one verse per line, chapters separated
+    by a blank line (see ``data/corpus/README.md`` for source and licence)."""
+    with gzip.open(corpus_path(), "rt", encoding="utf-8") as f:
+        return f.read()
+
+
+def corpus_chapters() -> list[str]:
+    """The corpus as a list of chapters (1189 of them, canonical order)."""
+    return [c for c in corpus_text().split("\n\n") if c.strip()]
+
+
+def is_heldout_chapter(k: int) -> bool:
+    """Whether chapter index k (0-based) belongs to the held-out split (every 20th chapter)."""
+    return k % HELDOUT_EVERY == HELDOUT_EVERY - 1
+
+
+@lru_cache(maxsize=2)
+def corpus_split(part: str) -> str:
+    """One split of the corpus: ``"train"`` (about 95%, used to train tokenizers and models) or
+    ``"heldout"`` (every 20th chapter, about 5%: natural-text targets and held-out losses).
+
+    Chapters keep their blank-line separation, so ``split("\\n\\n")`` recovers them."""
+    if part not in SPLITS:
+        raise ValueError(f"part must be one of {SPLITS}, got {part!r}")
+    want = part == "heldout"
+    return "\n\n".join(c for k, c in enumerate(corpus_chapters()) if is_heldout_chapter(k) == want) + "\n"
