@@ -34,16 +34,12 @@ __all__ = ["PROTOCOLS", "SEARCHES", "AccessibilityCurve", "N50Fit", "SlopeFit", 
            "fit_n50", "fit_slope", "protocol_settings", "search_paper", "search_bisect", "search_grid",
            "LengthSampler", "logistic_oracle"]
 
-#: Cramming settings per protocol name. "paper" is [A]'s protocol (section 5): AdamW lr 1e-2,
-#: betas (0.9, 0.9), weight decay 0.01, <= 3000 steps, patience 500, first target token given
-#: as input. "fast" predicts every target token from the memory and stops earlier; use it for
-#: tests and quick looks (its successes are greedy-confirmed like every other).
-PROTOCOLS: dict[str, dict[str, Any]] = {
-    "paper": dict(lr=1e-2, betas=(0.9, 0.9), weight_decay=0.01, max_steps=3000, patience=500,
-                  first_token_as_input=True),
-    "fast": dict(lr=5e-2, betas=(0.9, 0.9), weight_decay=0.01, max_steps=400, patience=100,
-                 first_token_as_input=False),
-}
+#: Protocol names: the engine's presets (accesslib.cramming.PROTOCOLS) plus the target layout.
+#: "paper" is [A]'s protocol (section 5): AdamW lr 1e-2, betas (0.9, 0.9), weight decay 0.01,
+#: <= 3000 steps, patience 500, first target token given as input. "fast" is the engine's faster
+#: schedule and predicts every target token from the memory. Successes are greedy-confirmed in both.
+PROTOCOL_LAYOUT = {"paper": dict(first_token_as_input=True), "fast": dict(first_token_as_input=False)}
+PROTOCOLS = tuple(PROTOCOL_LAYOUT)
 SEARCHES = ("bisect", "paper", "grid")
 
 
@@ -51,13 +47,14 @@ def protocol_settings(protocol: str | Mapping[str, Any] = "paper", **overrides) 
     """The cramming settings for a protocol name (or a dict of settings), with overrides applied."""
     if isinstance(protocol, str):
         if protocol not in PROTOCOLS:
-            raise ValueError(f"protocol must be one of {tuple(PROTOCOLS)} or a dict of cram settings, "
+            raise ValueError(f"protocol must be one of {PROTOCOLS} or a dict of cram settings, "
                              f"got {protocol!r}")
-        settings = dict(PROTOCOLS[protocol])
+        from .cramming import PROTOCOLS as ENGINE_PRESETS
+        settings = dict(ENGINE_PRESETS[protocol], **PROTOCOL_LAYOUT[protocol])
     elif isinstance(protocol, Mapping):
         settings = dict(protocol)
     else:
-        raise ValueError(f"protocol must be a name {tuple(PROTOCOLS)} or a dict, got {type(protocol).__name__}")
+        raise ValueError(f"protocol must be a name {PROTOCOLS} or a dict, got {type(protocol).__name__}")
     settings.update({k: v for k, v in overrides.items() if v is not None})
     return settings
 
@@ -560,8 +557,9 @@ def accessibility_curve(model, m: int, lengths: Sequence[int] | None = None, sam
             raise ValueError(f"lengths must be >= 1, got {min(lengths)}")
     elif lengths is not None:
         raise ValueError(f"lengths are chosen by search={search!r}: give lengths only with search='grid'")
-    if not 1 <= pilot <= samples:
-        raise ValueError(f"pilot must be in [1, samples={samples}], got {pilot}")
+    if not isinstance(pilot, (int, np.integer)) or pilot < 1:
+        raise ValueError(f"pilot (strings per length while bracketing) must be an integer >= 1, got {pilot!r}")
+    pilot = min(int(pilot), int(samples))
     if not precision > 0:
         raise ValueError(f"precision (relative n50 stderr) must be > 0, got {precision}")
 
@@ -632,7 +630,7 @@ def accessibility_curve(model, m: int, lengths: Sequence[int] | None = None, sam
             if on_string is not None:
                 on_string(row)
 
-        result = cram(hf, batch, int(m), seed=_derive_seed(seed, n, m, "cram"), on_step=on_step,
+        result = cram(hf, batch, int(m), seed=int(seed), on_step=on_step,
                       on_string=string_done, stop=stop, **settings)
         # strings the engine reported only in the result (no callback) are recorded too
         for res in result.strings:
