@@ -1,0 +1,143 @@
+"""Results store: keys, resume after a kill, concurrent writers (accesslib/store.py)."""
+import multiprocessing as mp
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from accesslib.store import KEY_COLUMNS, ResultsStore, protocol_hash, target_hash
+
+
+def _row(i, *, model="tiny", m=1, n=5, success=None, ph="p0"):
+    ids = [i, i + 1, i + 2, i + 3, i + 4][:n]
+    return dict(model=model, m=m, n=n, source="tokens", target_ids=ids, seed=0, protocol_hash=ph,
+                success=(i % 3 != 0) if success is None else success, steps=10 + i, final_loss=0.5,
+                memory=np.full((m, 4), i, dtype=np.float32), prefix_ids=[0], sample=i)
+
+
+def test_add_is_idempotent_and_rows_round_trip(tmp_path):
+    st = ResultsStore(tmp_path / "r.sqlite")
+    assert st.journal_mode == "wal"
+    assert st.add(_row(1), settings={"lr": 0.01}) is True
+    assert st.add(_row(1)) is False  # same key: ignored, not duplicated
+    assert st.count() == 1
+    key = {c: v for c, v in _row(1).items() if c in KEY_COLUMNS}
+    key["target_hash"] = target_hash([1, 2, 3, 4, 5])
+    assert st.has(key)
+    assert not st.has(dict(key, seed=1))
+    (r,) = st.rows(memory=True)
+    assert r["target_ids"] == [1, 2, 3, 4, 5] and r["prefix_ids"] == [0] and r["success"] is True
+    assert r["memory"].dtype == np.float32 and r["memory"].shape == (1, 4) and r["memory"][0, 0] == 1.0
+    assert "memory" not in st.rows()[0]
+    assert st.settings("p0") == {"lr": 0.01}
+
+
+def test_curve_done_keys_runs(tmp_path):
+    st = ResultsStore(tmp_path / "r.sqlite")
+    st.add_many([_row(i, n=n) for i in range(6) for n in (2, 4)])
+    assert st.curve("tiny", 1, "tokens", "p0") == {2: (4, 6), 4: (4, 6)}  # i%3==0 fail: 0 and 3
+    assert len(st.done_keys("tiny", 1, n=2)) == 6
+    (run,) = st.runs()
+    assert run["strings"] == 12 and run["successes"] == 8 and run["n_min"] == 2 and run["n_max"] == 4
+    assert len(st.rows(n=[2, 4], success=True)) == 8
+
+
+def test_protocol_hash_stable_and_sensitive():
+    a = protocol_hash({"lr": 0.01, "betas": (0.9, 0.9), "max_steps": np.int64(3000)})
+    assert a == protocol_hash({"max_steps": 3000, "betas": [0.9, 0.9], "lr": 0.01})
+    assert a != protocol_hash({"lr": 0.02, "betas": (0.9, 0.9), "max_steps": 3000})
+    assert len(a) == 16
+
+
+def test_bad_rows_raise(tmp_path):
+    st = ResultsStore(tmp_path / "r.sqlite")
+    with pytest.raises(ValueError, match="missing key column 'model'"):
+        st.add({k: v for k, v in _row(1).items() if k != "model"})
+    with pytest.raises(ValueError, match="unknown store columns"):
+        st.add(dict(_row(1), colour="red"))
+    with pytest.raises(ValueError, match="success"):
+        st.add({k: v for k, v in _row(1).items() if k != "success"})
+    with pytest.raises(ValueError, match="m and n must be >= 1"):
+        st.add(dict(_row(1), m=0))
+    with pytest.raises(ValueError, match="unknown filter column"):
+        st.rows(colour="red")
+
+
+def _writer(path, worker, count):
+    st = ResultsStore(path, timeout=30)
+    new = 0
+    for i in range(count):
+        # every key is written by two workers: (worker, i) and (worker+1, i) overlap
+        new += st.add(_row(i, model=f"w{(worker + i) % 3}"))
+    return new
+
+
+def test_concurrent_writers_from_processes(tmp_path):
+    path = str(tmp_path / "r.sqlite")
+    ResultsStore(path)
+    ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    with ctx.Pool(4) as pool:
+        news = pool.starmap(_writer, [(path, w, 40) for w in range(4)])
+    st = ResultsStore(path)
+    # distinct keys: model w{(w+i)%3} x sample i -> 3 models x 40 samples at most, all written
+    expected = {((w + i) % 3, i) for w in range(4) for i in range(40)}
+    assert st.count() == len(expected) == sum(news)
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    dup = con.execute(f"SELECT COUNT(*) FROM (SELECT {', '.join(KEY_COLUMNS)}, COUNT(*) c FROM strings "
+                      f"GROUP BY {', '.join(KEY_COLUMNS)} HAVING c > 1)").fetchone()[0]
+    assert dup == 0
+
+
+_RESUMABLE_JOB = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {root!r})
+    from tests.test_store import _row
+    from accesslib.store import ResultsStore, KEY_COLUMNS, target_hash
+    st = ResultsStore({path!r})
+    for i in range({total}):
+        r = _row(i)
+        key = {{c: r[c] for c in KEY_COLUMNS if c in r}}
+        key["target_hash"] = target_hash(r["target_ids"])
+        if st.has(key):
+            continue          # finished before the kill: not redone
+        time.sleep({delay})  # "cramming"
+        st.add(r)
+        print(i, flush=True)
+""")
+
+
+def test_resume_after_kill_neither_loses_nor_duplicates(tmp_path):
+    path = str(tmp_path / "r.sqlite")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    total = 30
+    job = tmp_path / "job.py"
+    job.write_text(_RESUMABLE_JOB.format(root=root, path=path, total=total, delay=0.05))
+    proc = subprocess.Popen([sys.executable, str(job)], stdout=subprocess.PIPE, text=True)
+    done_before = [proc.stdout.readline() for _ in range(8)]  # let it finish 8 strings
+    os.kill(proc.pid, signal.SIGKILL)  # killed mid-run, without any clean-up
+    proc.wait()
+    st = ResultsStore(path)
+    killed_count = st.count()
+    assert 8 <= killed_count < total
+    out = subprocess.run([sys.executable, str(job.with_name("job.py"))], capture_output=True, text=True,
+                         check=True).stdout.split()
+    redone = {int(x) for x in out}
+    assert len(redone) == total - killed_count  # only the missing strings were crammed again
+    assert not redone & {int(x) for x in done_before}
+    assert st.count() == total
+    assert sorted(r["sample"] for r in st.rows()) == list(range(total))
+
+
+def test_store_pickles_without_connection(tmp_path):
+    import pickle
+    st = ResultsStore(tmp_path / "r.sqlite")
+    st.add(_row(2))
+    st2 = pickle.loads(pickle.dumps(st))
+    assert st2.count() == 1 and st2.path == st.path
