@@ -56,7 +56,41 @@ def fmt_power10(log10_value, digits=4):
         return "?"
     if log10_value < 6:
         return f"{10.0 ** log10_value:,.{max(0, digits - 1)}g}".replace("e+0", "e")
-    return rf"$10^{{{log10_value:,.0f}}}$"
+    return rf"$10^{{{log10_value:.0f}}}$"
+
+
+_NICE = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
+
+
+def nice_ceil(x):
+    """Smallest 'round' number (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8 times a power of 10) >= x."""
+    if x <= 0:
+        return 1.0
+    p = 10.0 ** math.floor(math.log10(x))
+    return next(k * p for k in _NICE if k * p >= x * (1 - 1e-12))
+
+
+def sticky_limit(current, needed, *, headroom=1.1, keep_down_to=0.3):
+    """An axis limit that changes rarely, so that most updates keep the same ticks.
+
+    Keep ``current`` while ``needed`` fits in it and still fills at least ``keep_down_to`` of
+    it; otherwise jump to a round number above ``needed * headroom``. Stable axes let an app
+    repaint only the moving artists (blitting), which is what keeps a slider under 50 ms.
+    """
+    needed = float(needed)
+    if current is not None and needed <= current and needed >= keep_down_to * current:
+        return current
+    return nice_ceil(max(needed, 1e-9) * headroom)
+
+
+def animated(artists):
+    """The artists of one panel that change on every update (drawn over a cached background)."""
+    keys = artists.get("dynamic", ())
+    out = [artists[k] for k in keys if artists.get(k) is not None]
+    leg = artists["ax"].get_legend()
+    if artists.get("legend_dynamic") and leg is not None:
+        out.append(leg)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -65,7 +99,7 @@ def fmt_power10(log10_value, digits=4):
 
 def plot_accessible_count(ax, log10_count, *, label="bound on accessible sequences"):
     """Horizontal bar of log10 N, N = (1+2r/eps)^(d*m) ([A] Theorem 4.5), with 10^80 for scale."""
-    bar = ax.barh([0], [max(log10_count, 0.0)], height=0.55, color=COLORS["predicted"], alpha=0.85,
+    bar = ax.barh([0], [max(log10_count, 0.0)], height=0.55, color=COLORS["predicted"],
                   label=label)[0]
     atoms = ax.axvline(LOG10_ATOMS, **STYLE["refline"])
     atoms_txt = ax.text(LOG10_ATOMS, 0.42, "  atoms in the universe ≈ $10^{80}$", fontsize=8,
@@ -78,7 +112,8 @@ def plot_accessible_count(ax, log10_count, *, label="bound on accessible sequenc
                   fontsize=STYLE["font"])
     ax.set_title("(a) How many different outputs can the model give at most?", loc="left",
                  fontsize=STYLE["font"] + 1)
-    artists = dict(ax=ax, bar=bar, atoms=atoms, atoms_txt=atoms_txt, value_txt=value_txt)
+    artists = dict(ax=ax, bar=bar, atoms=atoms, atoms_txt=atoms_txt, value_txt=value_txt,
+                   dynamic=("bar", "value_txt"))
     update_accessible_count(artists, log10_count)
     return artists
 
@@ -87,8 +122,12 @@ def update_accessible_count(artists, log10_count, *, extra=""):
     """Move the bar of :func:`plot_accessible_count` to a new log10 N."""
     v = max(float(log10_count), 0.0)
     artists["bar"].set_width(v)
-    top = max(v * 1.18, LOG10_ATOMS * 1.6)
-    artists["ax"].set_xlim(0, top)
+    ax = artists["ax"]
+    cur = ax.get_xlim()[1] if artists.get("placed") else None
+    top = sticky_limit(cur, max(v * 1.02, LOG10_ATOMS * 1.25), headroom=1.15)
+    if top != cur:
+        ax.set_xlim(0, top)
+        artists["placed"] = True
     artists["atoms_txt"].set_visible(LOG10_ATOMS < 0.6 * top)
     artists["value_txt"].set_text(f"N ≤ {fmt_power10(v)}" + (f"  {extra}" if extra else ""))
     return artists
@@ -98,8 +137,8 @@ def update_accessible_count(artists, log10_count, *, extra=""):
 # (b) accessible fraction bound against n, n* marked
 # ---------------------------------------------------------------------------------------------
 
-def fraction_curve(m, d, vocab_size, eps, r, *, points=400, n_max=None):
-    """(n, log10 fraction bound) over 0..n_max (default about 2*n*), for plotting."""
+def fraction_curve(m, d, vocab_size, eps, r, *, points=200, n_max=None):
+    """(n, log10 fraction bound, n*) over 0..n_max (default about 2*n*), for plotting."""
     ns = float(bounds.n_star(m, d, vocab_size, eps, r))
     if n_max is None:
         n_max = max(2.0 * ns, ns + 10.0, 10.0)
@@ -122,25 +161,33 @@ def plot_fraction_bound(ax, m, d, vocab_size, eps, r):
     ax.set_ylabel("log10 (accessible fraction)", fontsize=STYLE["font"])
     ax.legend(loc="lower left", fontsize=STYLE["font"] - 1, frameon=True)
     ax.grid(alpha=0.3)
-    title = ax.set_title("", loc="left", fontsize=STYLE["font"] + 1)
-    artists = dict(ax=ax, line=line, vline=vline, txt=txt, title=title)
+    ax.set_title("(b) Share of length-n outputs that are reachable", loc="left",
+                 fontsize=STYLE["font"] + 1)
+    artists = dict(ax=ax, line=line, vline=vline, txt=txt, dynamic=("line", "vline", "txt"))
     update_fraction_bound(artists, m, d, vocab_size, eps, r)
     return artists
 
 
 def update_fraction_bound(artists, m, d, vocab_size, eps, r):
-    n, y, ns = fraction_curve(m, d, vocab_size, eps, r)
+    """Move the curve and n* of :func:`plot_fraction_bound`; axes change only when needed."""
+    ax = artists["ax"]
+    ns = float(bounds.n_star(m, d, vocab_size, eps, r))
+    placed = artists.get("placed")
+    xcur = ax.get_xlim()[1] if placed else None
+    xtop = sticky_limit(xcur, max(1.6 * ns, ns + 10.0, 10.0), headroom=1.25)
+    n, y, ns = fraction_curve(m, d, vocab_size, eps, r, n_max=xtop)
     artists["line"].set_data(n, y)
     artists["vline"].set_xdata([ns, ns])
     lv = math.log10(float(vocab_size))
-    artists["txt"].set_text(f"n* = {ns:,.1f} tokens\nbeyond n*: ×1/{float(vocab_size):,.0f} per token\n"
+    artists["txt"].set_text(f"m = {float(m):g}:  n* = {ns:,.1f} tokens\nbeyond n*: ×1/{float(vocab_size):,.0f} per token\n"
                             f"(slope −log10|V| = −{lv:.2f})")
-    artists["title"].set_text(f"(b) Share of length-n outputs reachable, m = {float(m):g}")
-    ax = artists["ax"]
-    ax.set_xlim(0, n[-1])
-    low = float(y.min())
-    pad = max(abs(low) * 0.06, 0.5)
-    ax.set_ylim(low - pad, pad)
+    depth = -float(y.min())
+    ycur = -ax.get_ylim()[0] if placed else None
+    ybot = sticky_limit(ycur, max(depth, 1.0), headroom=1.08)
+    if xtop != xcur or ybot != ycur:
+        ax.set_xlim(0, xtop)
+        ax.set_ylim(-ybot, 0.06 * ybot)
+        artists["placed"] = True
     return artists
 
 
@@ -164,7 +211,8 @@ def plot_threshold_vs_m(ax, C, m_current, *, m_max=None):
     ax.set_title("(c) Longest fully reachable length vs prompt size", loc="left",
                  fontsize=STYLE["font"] + 1)
     ax.grid(alpha=0.3)
-    artists = dict(ax=ax, line=line, here=here, txt=txt, points={}, fits={})
+    artists = dict(ax=ax, line=line, here=here, txt=txt, points={}, fits={},
+                   dynamic=("line", "here", "txt"))
     update_threshold_vs_m(artists, C, m_current, m_max=m_max)
     return artists
 
@@ -219,17 +267,23 @@ def _refresh_legend(artists):
 def update_threshold_vs_m(artists, C, m_current, *, m_max=None, text=""):
     """Move the predicted line to slope ``C`` and the current-m marker; y spans the line."""
     m_current = float(m_current)
-    if m_max is None:
-        m_max = max(5.5, 1.1 * m_current)
     ax = artists["ax"]
+    placed = artists.get("placed")
+    xcur = ax.get_xlim()[1] if placed else None
+    if m_max is None:
+        m_max = sticky_limit(xcur, max(5.5, 1.05 * m_current), headroom=1.0)
     artists["line"].set_data([0.0, m_max], [0.0, C * m_max])
     artists["here"].set_data([m_current], [C * m_current])
-    ax.set_xlim(0, m_max)
     # keep published points visible even when the bound is tiny
     top = C * m_max
     for eb in artists["points"].values():
         top = max(top, float(np.max(eb.lines[0].get_ydata())))
-    ax.set_ylim(0, max(top * 1.08, 1.0))
+    ycur = ax.get_ylim()[1] if placed else None
+    ytop = sticky_limit(ycur, max(top, 1.0), headroom=1.08)
+    if m_max != xcur or ytop != ycur:
+        ax.set_xlim(0, m_max)
+        ax.set_ylim(0, ytop)
+        artists["placed"] = True
     for name, fit in artists["fits"].items():
         x, y = fit.get_data()
         if len(x) == 2 and x[1] > 0:

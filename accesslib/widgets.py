@@ -15,6 +15,8 @@ import html
 import io
 import math
 
+import numpy as np
+
 import ipywidgets as W
 import matplotlib
 from matplotlib.figure import Figure
@@ -85,6 +87,9 @@ class App:
         self.fig, self.view, self.canvas_mode = make_figure(self.figsize, canvas)
         self.last_error = None
         self._hold = 0
+        self._bg = None          # cached background for blitting (see redraw)
+        self._bg_key = None
+        self.fig.canvas.mpl_connect("draw_event", self._on_draw)
         self.controls = W.VBox()
         parts = [self.controls, self.readout, self.error]
         if self.view is not None:
@@ -148,15 +153,59 @@ class App:
     def update(self):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    # -- drawing --------------------------------------------------------------------------
+    def animated_artists(self):
+        """Artists that change on every update; subclasses list them (others are background)."""
+        return []
+
+    def invalidate(self):
+        """Say that the background changed (new series, labels...): next redraw is a full one."""
+        self._bg = None
+
+    def _layout_key(self):
+        key = [tuple(self.fig.bbox.bounds)]
+        for ax in self.fig.axes:
+            key += [ax.get_xlim(), ax.get_ylim()]
+        return tuple(key)
+
+    def _on_draw(self, event):
+        # After any full draw (ours, or one the browser asked ipympl for): keep the background
+        # without the moving artists, then paint them on top.
+        canvas = self.fig.canvas
+        self._bg = canvas.copy_from_bbox(self.fig.bbox)
+        self._bg_key = self._layout_key()
+        self._draw_animated()
+
+    def _draw_animated(self):
+        for a in self.animated_artists():
+            if a.get_visible():
+                self.fig.draw_artist(a)
+
     def redraw(self):
-        """Repaint the figure: ipympl draws when idle; the image fallback renders a PNG now."""
-        if self.canvas_mode == "ipympl":
-            self.fig.canvas.draw_idle()
-            return
-        self.fig.canvas.draw()
+        """Repaint the figure after an update.
+
+        When no axis limit changed, only the moving artists are redrawn over the cached
+        background (blitting: a few ms); otherwise a full draw (ipympl: when the browser asks).
+        The image fallback then encodes the canvas as a PNG.
+        """
+        canvas = self.fig.canvas
+        for a in self.animated_artists():
+            a.set_animated(True)
+        if self._bg is not None and self._bg_key == self._layout_key():
+            canvas.restore_region(self._bg)
+            self._draw_animated()
+            if self.canvas_mode == "ipympl":
+                canvas.blit(self.fig.bbox)
+        elif self.canvas_mode == "ipympl":
+            self._bg = None
+            canvas.draw_idle()
+        else:
+            canvas.draw()   # fires draw_event -> _on_draw
         if self.canvas_mode == "image":
+            from PIL import Image
+
             buf = io.BytesIO()
-            self.fig.savefig(buf, format="png")
+            Image.fromarray(np.asarray(canvas.buffer_rgba())).save(buf, format="png", compress_level=1)
             self.view.value = buf.getvalue()
 
 
@@ -233,9 +282,13 @@ class BoundsApp(App):
         ax_b = fig.add_subplot(gs[1, 0])
         ax_c = fig.add_subplot(gs[1, 1])
         p = self.params_unchecked()
+        self._shown_preset = None
         self.art_a = plotting.plot_accessible_count(ax_a, 0.0)
         self.art_b = plotting.plot_fraction_bound(ax_b, 1, 768, 50304, 22.45 * 2.0**-11, 22.45)
         self.art_c = plotting.plot_threshold_vs_m(ax_c, 0.0, p["m"])
+
+    def animated_artists(self):
+        return [a for art in (self.art_a, self.art_b, self.art_c) for a in plotting.animated(art)]
 
     # -- parameters -------------------------------------------------------------------------
     def params_unchecked(self):
@@ -260,9 +313,14 @@ class BoundsApp(App):
         unknown = set(values) - set(names)
         if unknown:
             raise ValueError(f"unknown control(s) {sorted(unknown)}; known: {sorted(names)}")
+        # a preset first (it sets d, |V|, r, eps), then the explicit values over it
+        order = sorted(values, key=lambda k: (k != "preset", k == "eps"))
         with self.hold():
-            for k, v in values.items():
-                names[k].value = v
+            for k in order:
+                if k == "preset" and self.preset.value == values[k]:
+                    self._apply_preset(values[k])   # re-apply: the user may have moved sliders
+                else:
+                    names[k].value = values[k]
         return self
 
     # -- callbacks --------------------------------------------------------------------------
@@ -299,7 +357,9 @@ class BoundsApp(App):
             self.refresh()
 
     def _on_preset(self, change):
-        name = change["new"]
+        self._apply_preset(change["new"])
+
+    def _apply_preset(self, name):
         if name == NO_PRESET:
             self.refresh()
             return
@@ -335,7 +395,7 @@ class BoundsApp(App):
         n50 = bounds.n50_bound(m, d, V, eps, r)
         self.values = dict(log10_accessible=log10_n, C=C, n_star=ns, n50_bound=n50, **p)
 
-        plotting.update_accessible_count(self.art_a, log10_n, extra=f"$= |V|^{{{ns:,.1f}}}$")
+        plotting.update_accessible_count(self.art_a, log10_n, extra=f"$= |V|^{{{ns:.1f}}}$")
         plotting.update_fraction_bound(self.art_b, m, d, V, eps, r)
         published, row = self._published()
         ratio_lines = [f"bound: C = {C:,.1f} tokens per vector"]
@@ -345,10 +405,12 @@ class BoundsApp(App):
                 if a:
                     ratio_lines.append(f"C / a({ds}) = {bounds.theory_ratio(C, a):.1f}×  (a = {a:g})")
         self.ratio_text = "\n".join(ratio_lines)
-        m_max = max(5.5, 1.1 * m)
-        plotting.update_threshold_vs_m(self.art_c, C, m, m_max=m_max, text=self.ratio_text)
-        plotting.update_n50_points(self.art_c, published)
-        plotting.update_threshold_vs_m(self.art_c, C, m, m_max=m_max, text=self.ratio_text)
+        if self.preset.value != self._shown_preset:
+            # new published series and legend: the background changes
+            plotting.update_n50_points(self.art_c, published)
+            self._shown_preset = self.preset.value
+            self.invalidate()
+        plotting.update_threshold_vs_m(self.art_c, C, m, text=self.ratio_text)
 
         self.readout.value = (
             '<div style="font-size:105%;line-height:1.6">'
