@@ -1,0 +1,177 @@
+"""Matplotlib drawing for the cramming apps (02-04): loss, accessibility curves, n50 vs m.
+
+Same pattern and visual language as :mod:`accesslib.plotting`: ``plot_x(ax, ...)`` draws once
+and returns artists, ``update_x(artists, ...)`` moves them in place. Predicted = lines,
+measured = markers with error bars; one colour per m (or per model) across panels.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .plotting import COLORS, STYLE
+
+#: one colour per m (1, 2, 3, ...), reused by every cramming panel
+M_COLORS = ["#6a3d9a", "#e07b00", "#2a9d48", "#c0392b", "#1f77b4", "#8c564b", "#e377c2", "#17becf"]
+#: one line style per refined bound (predicted lines)
+BOUND_STYLES = {"ball": "-", "box": "--", "ellipsoid": "-.", "cone": ":", "cells": (0, (5, 1, 1, 1))}
+
+
+def m_color(m: int) -> str:
+    return M_COLORS[(int(m) - 1) % len(M_COLORS)]
+
+
+def binomial_stderr(successes, totals):
+    """sqrt(p(1-p)/t) with p shrunk by one pseudo-count each side, so 0/t and t/t get a bar."""
+    s = np.asarray(successes, float)
+    t = np.asarray(totals, float)
+    p = (s + 0.5) / (t + 1.0)
+    return np.sqrt(p * (1 - p) / np.maximum(t, 1))
+
+
+def _set_errorbar(container, x, y, yerr):
+    """Move an errorbar container (line, caps, bars) to new data in place."""
+    line, caps, (bars,) = container.lines[0], container.lines[1], container.lines[2]
+    x, y, yerr = (np.asarray(v, float) for v in (x, y, yerr))
+    line.set_data(x, y)
+    bars.set_segments([np.array([[xi, yi - ei], [xi, yi + ei]]) for xi, yi, ei in zip(x, y, yerr)])
+    if caps:
+        caps[0].set_data(x, y - yerr)
+        caps[1].set_data(x, y + yerr)
+
+
+# ---------------------------------------------------------------------------------------------
+# live loss
+# ---------------------------------------------------------------------------------------------
+def plot_loss(ax):
+    (line,) = ax.plot([], [], color=COLORS["measured"], lw=1.2, label="mean loss of active strings")
+    (best,) = ax.plot([], [], color=COLORS["predicted"], lw=1.0, ls="--", label="best loss (median)")
+    ax.set_yscale("log")
+    ax.set_xlabel("optimisation step (all lengths, all m)")
+    ax.set_ylabel("cross-entropy (nats/token)")
+    ax.set_title("live loss", fontsize=STYLE["font"])
+    ax.legend(fontsize=8, loc="upper right")
+    ax.set_xlim(0, 10)
+    ax.set_ylim(1e-3, 10)
+    return dict(ax=ax, line=line, best=best)
+
+
+def update_loss(art, steps, losses, best):
+    art["line"].set_data(steps, losses)
+    art["best"].set_data(steps, best)
+    ax = art["ax"]
+    if len(steps):
+        ax.set_xlim(0, max(10, steps[-1] * 1.05))
+        vals = np.asarray([v for v in list(losses) + list(best) if v > 0 and math.isfinite(v)])
+        if vals.size:
+            ax.set_ylim(max(1e-4, vals.min() / 2), max(1.0, vals.max() * 2))
+
+
+# ---------------------------------------------------------------------------------------------
+# accessibility curves: success fraction vs n, one colour per m, logistic fit as a line
+# ---------------------------------------------------------------------------------------------
+def plot_accessibility(ax):
+    ax.set_xlabel("target length n (tokens)")
+    ax.set_ylabel("fraction of strings crammed")
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_xlim(0, 10)
+    ax.axhline(0.5, **STYLE["refline"])
+    ax.set_title("accessibility curve (markers: measured; lines: logistic fit)", fontsize=STYLE["font"])
+    return dict(ax=ax, series={})
+
+
+def update_accessibility(art, curves):
+    """``curves``: {m: dict(lengths, successes, totals, fit=(n50, k) or None)}; draws in place."""
+    ax = art["ax"]
+    xmax = 10.0
+    for m in sorted(curves):
+        c = curves[m]
+        n = np.asarray(c["lengths"], float)
+        if n.size == 0:
+            continue
+        s, t = np.asarray(c["successes"], float), np.asarray(c["totals"], float)
+        frac = s / np.maximum(t, 1)
+        err = binomial_stderr(s, t)
+        xmax = max(xmax, float(n.max()) * 1.1)
+        if m not in art["series"]:
+            col = m_color(m)
+            eb = ax.errorbar(n, frac, yerr=err, color=col, label=f"m = {m}",
+                             **{k: v for k, v in STYLE["marker"].items()})
+            (fit,) = ax.plot([], [], color=col, **STYLE["fit"])
+            n50 = ax.axvline(np.nan, color=col, lw=0.8, ls=":")
+            art["series"][m] = dict(eb=eb, fit=fit, n50=n50)
+            ax.legend(fontsize=8, loc="upper right")
+        ser = art["series"][m]
+        _set_errorbar(ser["eb"], n, frac, err)
+        fit = c.get("fit")
+        if fit is not None and all(math.isfinite(v) for v in fit):
+            x0, k = fit
+            xs = np.linspace(0, max(xmax, x0 * 1.5), 200)
+            ser["fit"].set_data(xs, 1 / (1 + np.exp(-k * (xs - x0))))
+            ser["n50"].set_xdata([x0, x0])
+        else:
+            ser["fit"].set_data([], [])
+            ser["n50"].set_xdata([np.nan, np.nan])
+    ax.set_xlim(0, xmax)
+
+
+# ---------------------------------------------------------------------------------------------
+# predicted n* = C*m lines against measured n50 by m (log y: the bound is far above)
+# ---------------------------------------------------------------------------------------------
+def plot_n50_vs_m(ax, m_max=5):
+    ax.set_yscale("log")
+    ax.set_xlabel("m (memory vectors)")
+    ax.set_ylabel("tokens (log scale)")
+    ax.set_xlim(0.5, m_max + 0.5)
+    ax.set_xticks(range(1, m_max + 1))
+    art = dict(ax=ax, m_max=m_max, bounds={}, published={})
+    eb = ax.errorbar([], [], yerr=[], color=COLORS["measured"], label="measured n50 (this project)",
+                     zorder=5, **STYLE["marker"])
+    (fit,) = ax.plot([], [], color=COLORS["measured"], **STYLE["fit"], label="fitted slope")
+    art["measured"], art["fit"] = eb, fit
+    art["text"] = ax.text(0.02, 0.98, "", transform=ax.transAxes, va="top", fontsize=8.5, family="monospace",
+                          bbox=dict(boxstyle="round", fc="white", ec="#cccccc", alpha=0.9))
+    return art
+
+
+def update_bound_lines(art, slopes: dict):
+    """``slopes``: {bound name: C or None}; a line n = C*m per bound, in place."""
+    ax = art["ax"]
+    ms = np.arange(0, art["m_max"] + 2)
+    for name, C in slopes.items():
+        if name not in art["bounds"]:
+            (line,) = ax.plot([], [], color=COLORS["predicted"], ls=BOUND_STYLES.get(name, "-"),
+                              lw=2.0 if name == "ball" else 1.5, label=f"n* = C·m ({name} bound)")
+            art["bounds"][name] = line
+            ax.legend(fontsize=7.5, loc="lower right")
+        if C is None or not math.isfinite(C):
+            art["bounds"][name].set_data([], [])
+        else:
+            art["bounds"][name].set_data(ms, C * ms)
+
+
+def update_measured(art, ms, n50s, stderrs, slope=None, intercept=None):
+    ms, n50s = np.asarray(ms, float), np.asarray(n50s, float)
+    se = np.nan_to_num(np.asarray(stderrs, float), nan=0.0)
+    _set_errorbar(art["measured"], ms, n50s, se)
+    if slope is not None:
+        xs = np.linspace(0.5, art["m_max"] + 0.5, 20)
+        art["fit"].set_data(xs, np.maximum(slope * xs + intercept, 1e-3))
+    else:
+        art["fit"].set_data([], [])
+
+
+def plot_published(art, datasets):
+    """``datasets``: {label: (ms, n50s, color)} published points as faint markers (drawn once)."""
+    ax = art["ax"]
+    for label, (ms, n50s, color) in datasets.items():
+        (pts,) = ax.plot(ms, n50s, ls="none", marker="s", ms=5, color=color, alpha=0.45, label=label)
+        art["published"][label] = pts
+    ax.legend(fontsize=7.5, loc="lower right")
+
+
+def set_y_range(art, values):
+    v = np.asarray([x for x in values if x is not None and math.isfinite(x) and x > 0], float)
+    if v.size:
+        art["ax"].set_ylim(max(0.5, v.min() / 2), v.max() * 2)

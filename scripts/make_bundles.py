@@ -1,0 +1,114 @@
+"""Produce the precomputed cramming bundles (accesslib/data/bundles/cram-*.json) and the tables.
+
+With the project's own engine: for each model, accessibility curves for every m (the default
+length search), their n50 fits, the slope fit, and the model's measured geometry (support and
+decoder cells) for the refined bounds. Strings go to a results store as they finish, so an
+interrupted run resumes where it stopped. Then docs/cramming-results.md is rewritten from all
+bundles (``--table-only`` does just that).
+
+    python scripts/make_bundles.py                         # every embedded model, m = 1..4
+    python scripts/make_bundles.py --models tiny-d32-v1024 --m 1 2 3 4 --samples 16
+    python scripts/make_bundles.py --fast --out /tmp/b     # a small subset, for tests
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def table_markdown(directory=None) -> str:
+    """Markdown tables from the bundles in ``directory``: n50 per m, then the family slopes."""
+    from accesslib import bundles
+    from accesslib.cram_apps import family_table
+
+    names = bundles.available("cram") if directory is None else [
+        __import__("json").loads(p.read_text())["model"] for p in sorted(Path(directory).glob("cram-*.json"))]
+    lines = ["# Cramming results measured by this project", "",
+             "Produced by `python scripts/make_bundles.py` (do not edit by hand); every number below",
+             "comes from the bundles in `accesslib/data/bundles/`.", "",
+             "## n50 by m (natural-text targets, logistic fit, ± stderr)", "",
+             "| model | d | V | m | lengths measured | strings | n50 | wall time (s) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name in names:
+        b = bundles.load("cram", name, directory)
+        for c in b["curves"]:
+            n50 = f"{c['n50']:.1f} ± {c['n50_stderr']:.1f}" if c["n50"] is not None and c["n50_stderr"] is not None \
+                else (f"{c['n50']:.1f}" if c["n50"] is not None else c["fit_message"])
+            lines.append(f"| {name} | {b['facts']['d']} | {b['facts']['vocab_size']} | {c['m']} | "
+                         f"{len(c['lengths'])} | {sum(c['totals'])} | {n50} | {c['wall_time']:.0f} |")
+    lines += ["", "## Slope n50 = a*m + b and the theory/experiment ratio", "",
+              "C_ball = d ln(1 + 2r/eps)/ln|V| with eps = r_inf * 2^-11 ([A]'s choice); C_box from the",
+              "measured per-coordinate extents; ratios are C/a.", "",
+              "| model | d | V | a (tokens/vector) | R^2 | C_ball | C_ball/a | C_box | C_box/a | settings | hardware | wall time (s) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    ball = {r["model"]: r for r in family_table(names, bound="ball")} if directory is None else {}
+    box = {r["model"]: r for r in family_table(names, bound="box")} if directory is None else {}
+    for name in names:
+        b = bundles.load("cram", name, directory)
+        sl = b.get("slope") or {}
+        rb, rx = ball.get(name, {}), box.get(name, {})
+        fmt = lambda v, f=".1f": format(v, f) if isinstance(v, (int, float)) else "-"  # noqa: E731
+        st = b["settings"]
+        lines.append(
+            f"| {name} | {b['facts']['d']} | {b['facts']['vocab_size']} | "
+            f"{fmt(sl.get('slope'), '.2f')} ± {fmt(sl.get('slope_stderr'), '.2f')} | {fmt(sl.get('r2'), '.3f')} | "
+            f"{fmt(rb.get('C'))} | {fmt(rb.get('ratio'))} | {fmt(rx.get('C'))} | {fmt(rx.get('ratio'))} | "
+            f"{b['protocol']}, {b['samples']} strings/length, max_steps {st.get('max_steps')} | "
+            f"{b['hardware'].get('cpu', '?')} ({b['hardware'].get('cores')} cores) | {b['wall_time']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--models", nargs="*", default=None, help="default: every embedded model")
+    p.add_argument("--m", nargs="+", type=int, default=[1, 2, 3, 4])
+    p.add_argument("--samples", type=int, default=16)
+    p.add_argument("--source", default="natural", choices=["natural", "words", "tokens"])
+    p.add_argument("--protocol", default="fast", choices=["fast", "paper"])
+    p.add_argument("--search", default="bisect", choices=["bisect", "paper"])
+    p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--store", default=None, help="results store (default: the user's store)")
+    p.add_argument("--out", default=None, help="bundle directory (default: the package's data/bundles)")
+    p.add_argument("--table", default=str(ROOT / "docs" / "cramming-results.md"))
+    p.add_argument("--table-only", action="store_true")
+    p.add_argument("--no-geometry", action="store_true")
+    p.add_argument("--fast", action="store_true", help="tiny settings (tests): 2 strings, m=1,2, 40 steps")
+    a = p.parse_args(argv)
+
+    from accesslib import bundles, embedded
+    from accesslib.store import ResultsStore
+
+    if not a.table_only:
+        models = a.models or embedded.names()
+        geometry_options = None
+        if a.fast:
+            a.samples, a.m = min(a.samples, 2), a.m[:2]
+            a.max_steps = a.max_steps or 40
+            geometry_options = dict(per_length=4, lengths=[4, 16], n_cells=2000)
+        store = ResultsStore(a.store) if a.store else ResultsStore()
+        command = "python " + " ".join(shlex.quote(x) for x in [sys.argv[0]] + list(argv if argv is not None else sys.argv[1:]))
+        for name in models:
+            t0 = time.perf_counter()
+            b = bundles.make_cramming_bundle(name, a.m, samples=a.samples, source=a.source, protocol=a.protocol,
+                                             search=a.search, store=store, command=command,
+                                             geometry=not a.no_geometry, geometry_options=geometry_options,
+                                             **({"max_steps": a.max_steps} if a.max_steps else {}))
+            path = bundles.save(b, a.out)
+            sl = b["slope"] or {}
+            n50s = ", ".join(f"m={c['m']}: {c['n50']:.1f}" if c["n50"] is not None else f"m={c['m']}: -"
+                             for c in b["curves"])
+            print(f"{name}: {n50s}; slope {sl.get('slope', float('nan')):.2f} (R^2 {sl.get('r2') or float('nan'):.3f}); "
+                  f"{time.perf_counter() - t0:.0f} s -> {path}", flush=True)
+    if a.out is None and a.table:
+        Path(a.table).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.table).write_text(table_markdown())
+        print(f"tables -> {a.table}")
+
+
+if __name__ == "__main__":
+    main()
