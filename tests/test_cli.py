@@ -1,0 +1,56 @@
+"""Command line `python -m accesslib cram` (accesslib/__main__.py)."""
+import subprocess
+import sys
+
+import pytest
+
+from accesslib.__main__ import main
+
+
+def test_cram_end_to_end_on_a_tiny_model(tmp_path, capsys):
+    pytest.importorskip("accesslib.cramming")
+    store = tmp_path / "r.sqlite"
+    argv = ["cram", "--model", "tiny:gpt_neox", "--m", "1", "2", "--samples", "2", "--source", "tokens",
+            "--lengths", "1", "2", "--protocol", "fast", "--max-steps", "20", "--patience", "10",
+            "--store", str(store), "--threads", "1", "--no-progress"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "m=1:" in out and "m=2:" in out and "slope" in out
+    assert "4 crammed, 0 from store" in out
+    from accesslib.store import ResultsStore
+    st = ResultsStore(store)
+    assert st.count() == 8 and {r["m"] for r in st.rows()} == {1, 2}
+    assert main(argv) == 0  # a second run resumes: nothing crammed again
+    assert "0 crammed, 4 from store" in capsys.readouterr().out
+    assert st.count() == 8
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["cram", "--model", "x", "--m", "0"], "--m: expected an integer >= 1"),
+    (["cram", "--m", "1"], "the following arguments are required: --model"),
+    (["cram", "--model", "x", "--source", "pg19"], "invalid choice: 'pg19'"),
+    (["nonsense"], "invalid choice: 'nonsense'"),
+])
+def test_bad_arguments_one_line_exit_2(argv, msg, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert msg in err and len(err.strip().splitlines()) == 1
+
+
+def test_library_errors_are_one_line_exit_2(tmp_path, capsys):
+    pytest.importorskip("accesslib.cramming")
+    code = main(["cram", "--model", "tiny:nope", "--m", "1", "--store", str(tmp_path / "r.sqlite"),
+                 "--no-progress"])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "family must be one of" in err[0]
+    assert main(["cram", "--model", "tiny:gpt_neox", "--search", "grid", "--no-progress"]) == 2
+    assert "--search grid needs --lengths" in capsys.readouterr().err
+
+
+def test_module_entry_point():
+    r = subprocess.run([sys.executable, "-m", "accesslib", "cram", "--model", "x", "--samples", "-1"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
