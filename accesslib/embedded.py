@@ -93,7 +93,7 @@ def corpus_text() -> str:
 
 def corpus_chapters() -> list[str]:
     """The corpus as a list of chapters (1189 of them, canonical order)."""
-    return [c for c in corpus_text().split("\n\n") if c.strip()]
+    return [c.strip("\n") for c in corpus_text().split("\n\n") if c.strip()]
 
 
 def is_heldout_chapter(k: int) -> bool:
@@ -111,3 +111,19 @@ def corpus_split(part: str) -> str:
         raise ValueError(f"part must be one of {SPLITS}, got {part!r}")
     want = part == "heldout"
     return "\n\n".join(c for k, c in enumerate(corpus_chapters()) if is_heldout_chapter(k) == want) + "\n"
+
+
+def training_table(models: list[str] | None = None) -> str:
+    """Markdown table of the shipped models' training records (``training.json``): size,
+    steps, training time, final train / held-out loss (nats/token) against ln|V|, held-out bits
+    per byte, and the command that reproduces each model."""
+    rows = ["| model | d | |V| | layers | params | steps | train time | train loss | held-out loss "
+            "| ln|V| | held-out bits/byte | command |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name in models if models is not None else names():
+        r = info(name)
+        rows.append(f"| {name} | {r['d']} | {r['vocab_size']} | {r['layers']} | {r['n_params']:,} "
+                    f"| {r['steps']} | {r['train_time_s'] / 60:.1f} min | {r['train_loss']:.3f} "
+                    f"| {r['heldout_loss']:.3f} | {r['ln_vocab']:.3f} | {r['heldout_bpb']:.3f} "
+                    f"| `{r['command']}` |")
+    return "\n".join(rows) + "\n"

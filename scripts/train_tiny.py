@@ -199,8 +199,8 @@ def main(argv=None) -> dict:
     held_text = embedded.corpus_split("heldout")
     if args.corpus_chars:
         train_text, held_text = train_text[:args.corpus_chars], held_text[:args.corpus_chars]
-    train_ch = [c for c in train_text.split("\n\n") if c.strip()]
-    held_ch = [c for c in held_text.split("\n\n") if c.strip()]
+    train_ch = [c.strip("\n") for c in train_text.split("\n\n") if c.strip()]
+    held_ch = [c.strip("\n") for c in held_text.split("\n\n") if c.strip()]
     tok = train_tokenizer(train_ch, args.vocab)
     V = tok.get_vocab_size()
     train_ids, held_ids = encode_stream(tok, train_ch), encode_stream(tok, held_ch)
