@@ -204,3 +204,33 @@ def test_effective_eps_brackets_a_change():
             assert not torch.equal(out, base)
     with pytest.raises(ValueError, match="t_min"):
         effective_eps(m, mem, t_min=1.0, t_max=0.5)
+
+
+# ------------------------------------------------------------------ 2-D toy plots and app (headless)
+
+def test_cells_on_grid_exact_areas():
+    from accesslib.geometry_plots import cells_on_grid
+    _, sh = cells_on_grid([[1, 0], [-2, 0]], assign="voronoi", res=401)
+    assert sh == pytest.approx([0.75, 0.25], abs=0.005)
+    _, sh = cells_on_grid([[1, 0], [0, 1], [0, 0]], assign="argmax", res=401)
+    assert sh == pytest.approx([0.375, 0.375, 0.25], abs=0.005)
+    with pytest.raises(ValueError, match="W"):
+        cells_on_grid(np.ones((3, 3)))
+
+
+def test_geometry_app_updates_in_place():
+    from accesslib.geometry_app import GeometryApp
+    app = GeometryApp(canvas="agg", res=101)
+    img = app.art["argmax"]["img"]
+    before = img.get_array().copy()
+    assert app.values["disagree"] > 0.05            # unequal norms: the two rules differ
+    app.token.value = 1
+    share1, vor1 = app.shares["argmax"][1], app.shares["voronoi"][1]
+    app.b.value = 0.8                                # a bias enlarges token 1's argmax cell only
+    assert app.art["argmax"]["img"] is img and not np.array_equal(img.get_array(), before)
+    assert app.shares["argmax"][1] > share1 + 0.1 and app.shares["voronoi"][1] == vor1
+    app.equalise()                                   # equal norms, no bias: identical cells
+    assert app.values["disagree"] < 0.01 and app.last_error is None
+    app.set_row(0, 0.0, 0.0)                         # zero norm: equalise must refuse, no traceback
+    app.guard(app.equalise)
+    assert "norm 0" in app.last_error

@@ -1,0 +1,169 @@
+"""The 2-D decoder-cell explorer of notebook 05 (PAPER.md section 4).
+
+A toy decoder in d = 2: a handful of tokens, each a row w_t (and bias b_t) of the
+unembedding. Left: the cells greedy decoding uses (argmax_t w_t.x + b_t, a power diagram);
+right: the paper's cells (nearest row, a Voronoi partition). Both agree exactly when every
+row has the same norm and no bias. The eps-grid shows the packing count of the box.
+Drag a row's tip (with ``%matplotlib widget``) or use the sliders.
+"""
+from __future__ import annotations
+
+import math
+
+import ipywidgets as W
+import numpy as np
+
+from . import geometry_plots as gp
+from .widgets import App
+
+_DESC = {"description_width": "120px"}
+
+#: five rows with unequal norms: argmax and Voronoi cells differ visibly
+DEFAULT_ROWS = np.array([[0.9, 0.1], [0.0, 0.6], [-0.7, 0.5], [-0.4, -0.8], [0.5, -0.45]])
+
+
+class GeometryApp(App):
+    """Argmax vs Voronoi cells of a 2-D decoder in the box [-1, 1]^2, with an eps-grid.
+
+    Controls: the selected token, its row's angle and norm, its bias (argmax only), eps and
+    "equal norms" (sets every row to the selected norm: the two panels then agree).
+    Readout: each token's cell share under both rules and the mean cost -ln p per token.
+    """
+
+    figsize = (9.6, 5.0)
+
+    def __init__(self, rows=None, *, eps=0.25, res=201, canvas="auto"):
+        super().__init__(canvas=canvas)
+        self.rows = np.array(DEFAULT_ROWS if rows is None else rows, dtype=float)
+        if self.rows.ndim != 2 or self.rows.shape[1] != 2 or not 2 <= len(self.rows) <= 10:
+            raise ValueError(f"rows must be [2..10, 2]; got shape {self.rows.shape}")
+        self.bias = np.zeros(len(self.rows))
+        self.lo, self.hi = (-1.0, -1.0), (1.0, 1.0)
+        lay = W.Layout(width="420px")
+        n = len(self.rows)
+        self.token = W.Dropdown(options=[(f"token {t}", t) for t in range(n)], value=0,
+                                description="selected token", style=_DESC, layout=lay)
+        self.angle = W.FloatSlider(min=-180, max=180, step=1, description="angle (deg)",
+                                   style=_DESC, layout=lay)
+        self.norm = W.FloatSlider(min=0.0, max=1.5, step=0.01, description="norm |w|",
+                                  style=_DESC, layout=lay)
+        self.b = W.FloatSlider(value=0.0, min=-1, max=1, step=0.01, description="bias b (argmax)",
+                               style=_DESC, layout=lay)
+        self.eps = W.FloatLogSlider(value=eps, base=10, min=-2, max=0, step=0.05,
+                                    description="ε (grid)", readout_format=".3g", style=_DESC,
+                                    layout=lay)
+        self.equal = W.Button(description="equal norms, no bias", layout=W.Layout(width="200px"))
+        self.controls.children = [W.HBox([W.VBox([self.token, self.angle, self.norm]),
+                                          W.VBox([self.b, self.eps, self.equal])])]
+        ax1 = self.fig.add_subplot(1, 2, 1)
+        ax2 = self.fig.add_subplot(1, 2, 2)
+        self.fig.subplots_adjust(left=0.05, right=0.98, top=0.9, bottom=0.08, wspace=0.12)
+        self.art = {a: gp.plot_cells_2d(ax, self.rows, self.bias, a, self.lo, self.hi, res, eps)
+                    for a, ax in (("argmax", ax1), ("voronoi", ax2))}
+        self._syncing = False
+        self._drag = None
+        self._sync_sliders()
+        self.token.observe(lambda c: self._sync_sliders() or self.refresh(), names="value")
+        for w in (self.angle, self.norm, self.b):
+            w.observe(self._on_row, names="value")
+        self.eps.observe(self.refresh, names="value")
+        self.equal.on_click(lambda _: self.guard(self.equalise))
+        if self.canvas_mode == "ipympl":
+            self.fig.canvas.mpl_connect("button_press_event", self._press)
+            self.fig.canvas.mpl_connect("motion_notify_event", self._move)
+            self.fig.canvas.mpl_connect("button_release_event", lambda e: setattr(self, "_drag", None))
+        self.refresh()
+
+    # -- state ------------------------------------------------------------------------------
+    def _sync_sliders(self):
+        t = self.token.value
+        x, y = self.rows[t]
+        self._syncing = True
+        try:
+            self.angle.value = round(math.degrees(math.atan2(y, x)))
+            self.norm.value = min(self.norm.max, float(np.hypot(x, y)))
+            self.b.value = float(self.bias[t])
+        finally:
+            self._syncing = False
+
+    def _on_row(self, change):
+        if self._syncing:
+            return
+        t = self.token.value
+        a = math.radians(self.angle.value)
+        self.rows[t] = self.norm.value * np.array([math.cos(a), math.sin(a)])
+        self.bias[t] = self.b.value
+        self.refresh()
+
+    def set_row(self, t, x, y, bias=None):
+        """Move token t's row to (x, y) (and its bias); one update."""
+        if not 0 <= int(t) < len(self.rows):
+            raise ValueError(f"t must be in [0, {len(self.rows) - 1}]; got {t!r}")
+        if not (np.isfinite(x) and np.isfinite(y)):
+            raise ValueError(f"x and y must be finite; got {x!r}, {y!r}")
+        self.rows[int(t)] = (float(x), float(y))
+        if bias is not None:
+            self.bias[int(t)] = float(bias)
+        with self.hold():
+            self.token.value = int(t)
+            self._sync_sliders()
+        return self
+
+    def equalise(self):
+        """Every row gets the selected row's norm and zero bias: argmax == Voronoi."""
+        r = float(np.hypot(*self.rows[self.token.value]))
+        if r == 0:
+            raise ValueError("the selected row has norm 0: pick a row with norm > 0 first")
+        self.rows *= r / np.maximum(np.hypot(self.rows[:, 0], self.rows[:, 1]), 1e-12)[:, None]
+        self.bias[:] = 0.0
+        with self.hold():
+            self._sync_sliders()
+
+    # -- dragging (ipympl only) -------------------------------------------------------------
+    def _press(self, event):
+        if event.inaxes is None or event.xdata is None:
+            return
+        d = np.hypot(self.rows[:, 0] - event.xdata, self.rows[:, 1] - event.ydata)
+        t = int(np.argmin(d))
+        if d[t] < 0.12:
+            self._drag = t
+            self.token.value = t
+
+    def _move(self, event):
+        if self._drag is None or event.xdata is None:
+            return
+        self.guard(self.set_row, self._drag, event.xdata, event.ydata)
+
+    # -- update -----------------------------------------------------------------------------
+    def update(self):
+        eps = float(self.eps.value)
+        if not eps > 0:
+            raise ValueError(f"ε must be > 0; got {eps}")
+        t = self.token.value
+        sh = {a: gp.update_cells_2d(art, self.rows, self.bias if a == "argmax" else None,
+                                    eps=eps, selected=t) for a, art in self.art.items()}
+        self.shares = sh
+        cells = math.prod(1 + (h - l) / eps for l, h in zip(self.lo, self.hi))
+        rows = "".join(
+            f"<tr><td>{k}</td><td>{np.hypot(*self.rows[k]):.2f}</td><td>{self.bias[k]:+.2f}</td>"
+            f"<td>{100 * sh['argmax'][k]:.1f}%</td><td>{100 * sh['voronoi'][k]:.1f}%</td></tr>"
+            for k in range(len(self.rows)))
+
+        def cost(p):
+            p = p[p > 0]
+            return float(-np.mean(np.log(p)))
+        self.values = dict(cost_argmax=cost(sh["argmax"]), cost_voronoi=cost(sh["voronoi"]),
+                           ln_V=math.log(len(self.rows)), grid_cells=cells,
+                           disagree=float(np.abs(sh["argmax"] - sh["voronoi"]).sum() / 2))
+        v = self.values
+        self.readout.value = (
+            '<div style="display:flex;gap:24px;align-items:flex-start">'
+            '<table style="font-size:90%"><tr><th>token</th><th>|w|</th><th>b</th>'
+            f"<th>argmax share</th><th>Voronoi share</th></tr>{rows}</table>"
+            f'<div style="line-height:1.6">mean cost per token −⟨ln p⟩: argmax <b>{v["cost_argmax"]:.3f}</b>, '
+            f'Voronoi <b>{v["cost_voronoi"]:.3f}</b> nats (uniform: ln|V| = {v["ln_V"]:.3f})<br>'
+            f"area assigned differently: <b>{100 * v['disagree']:.1f}%</b><br>"
+            f"ε-grid points in the box: (1 + 2/ε)² = <b>{cells:,.0f}</b></div></div>")
+        self.set_status("left: what greedy decoding picks; right: what [A] measured. "
+                        "Equal norms and no bias make them identical.")
+        self.redraw()
