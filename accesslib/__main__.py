@@ -119,7 +119,10 @@ def _run_cram(args) -> int:
         for m in args.m:
             if bar is not None:
                 bar.set_description(f"cram m={m}")
-            curve = accessibility_curve(lm, m, lengths=args.lengths, samples=args.samples, source=args.source,
+            start = None  # bisect: start near the n50 that the last m predicts (n50 ~ m)
+            if not args.lengths and args.search in (None, "bisect") and fits and fits[-1].ok:
+                start = max(2, int(fits[-1].n50 * m / ms[-1]))
+            curve = accessibility_curve(lm, m, lengths=args.lengths, start=start, samples=args.samples, source=args.source,
                                         seed=args.seed, store=store, search=args.search, protocol=args.protocol,
                                         precision=args.precision, max_length=args.max_length,
                                         on_string=on_string, **overrides)

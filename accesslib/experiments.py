@@ -461,7 +461,8 @@ def search_bisect(S: LengthSampler, m: int, samples: int, *, pilot: int = 4, pre
 
     for rounds in range(max_rounds + 1):
         fit, pts = design()
-        if rounds >= 1 and fit.ok and fit.stderr <= precision * max(fit.n50, 1.0):
+        # lengths are integers: a quarter token is as precise as n50 needs to be
+        if rounds >= 1 and fit.ok and fit.stderr <= max(precision * fit.n50, 0.25):
             return
         if rounds == max_rounds:
             return
