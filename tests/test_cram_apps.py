@@ -1,0 +1,187 @@
+"""Headless tests of the cramming apps (notebooks 02-04) and the results bundles."""
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from accesslib import bundles, embedded  # noqa: E402
+from accesslib.cram_apps import CrammingApp, PredictedApp, SlopeApp, family_table, parse_int_list, predicted_slopes  # noqa: E402
+from accesslib.policy import public_policy  # noqa: E402
+from accesslib.store import ResultsStore  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_parse_int_list():
+    assert parse_int_list("4, 1;2 2", "m values") == [1, 2, 4]
+    with pytest.raises(ValueError, match="m values: write whole numbers"):
+        parse_int_list("1, two", "m values")
+    with pytest.raises(ValueError, match="lengths must be >= 1"):
+        parse_int_list("0, 3", "lengths")
+    with pytest.raises(ValueError, match="give at least one"):
+        parse_int_list(" ", "m values")
+
+
+@pytest.fixture
+def store(tmp_path):
+    return ResultsStore(tmp_path / "r.sqlite")
+
+
+def _app(store, **kw):
+    app = CrammingApp(store=store, canvas="agg", fast=True, **kw)
+    app.lengths.value = "2, 3"
+    app.samples.value = 2
+    app.max_steps.value = 40
+    return app
+
+
+def test_cramming_app_run_fills_store_table_and_curve(store):
+    app = _app(store)
+    assert app.curves == {}
+    app.start()
+    assert app.wait(timeout=300)
+    assert app.last_error is None, app.last_error
+    assert len(app.rows) == 4                        # 2 lengths x 2 strings
+    assert store.count(model=embedded.DEFAULT) == 4
+    assert set(app.curves) == {1} and app.curves[1]["lengths"] == [2, 3]
+    assert sum(app.curves[1]["totals"]) == 4
+    assert "greedy output" in app.table.value and app.table.value.count("<tr>") == 5
+    assert app.loss_steps and all(v > 0 for v in app.loss_mean)
+    # the plotted curve is the stored one
+    line = app.art_curve["series"][1]["eb"].lines[0]
+    assert list(line.get_xdata()) == [2, 3]
+    # reopening (a new app on the same store) shows the earlier run without running anything
+    again = _app(store)
+    assert again.curves[1]["totals"] == app.curves[1]["totals"]
+    assert "4 strings of these settings" in again.status.value
+
+
+def test_cramming_app_stop_keeps_finished(store):
+    app = _app(store)
+    app.lengths.value = "2, 3, 4, 5, 6, 7"
+    app.samples.value = 3
+    app.start()
+    app.stop()
+    assert app.wait(timeout=300)
+    assert "stopped" in app.status.value
+    assert store.count(model=embedded.DEFAULT) == len(app.rows) < 18
+
+
+def test_public_mode_refuses_and_runs_nothing(store):
+    pol = public_policy([embedded.DEFAULT])
+    app = _app(store, policy=pol)
+    app.model.value = embedded.DEFAULT
+    app.samples.value = 17
+    app.run_button.click()
+    assert "samples = 17 is over this server's cap of 16" in app.last_error
+    assert app._thread is None and store.count() == 0
+    app.samples.value = 2
+    app.lengths.value = "2, 100"
+    app.run_button.click()
+    assert "length = 100 is over" in app.last_error and store.count() == 0
+    # the model list offers only allow-listed models
+    assert list(app.model.options) == [embedded.DEFAULT]
+    with pytest.raises(ValueError, match="not available on this public server"):
+        pol.check_model("EleutherAI/pythia-160m")
+
+
+def test_bad_m_shows_message(store):
+    app = _app(store)
+    app.ms.value = "1, x"
+    app.run_button.click()
+    assert "m values: write whole numbers" in app.last_error
+    assert app._thread is None
+
+
+# --- bundles: regenerate a small subset in fast mode and compare with the shipped shape --------
+@pytest.fixture(scope="module")
+def fast_bundle(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bundles")
+    store = out / "store.sqlite"
+    cmd = [sys.executable, str(ROOT / "scripts" / "make_bundles.py"), "--fast", "--models", embedded.DEFAULT,
+           "--out", str(out), "--store", str(store)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return bundles.load("cram", embedded.DEFAULT, out)
+
+
+def test_regenerated_bundle_has_recorded_shape(fast_bundle):
+    b = fast_bundle
+    assert b["model"] == embedded.DEFAULT and b["kind"] == "cram"
+    assert [c["m"] for c in b["curves"]] == [1, 2]
+    for c in b["curves"]:
+        assert len(c["lengths"]) == len(c["successes"]) == len(c["totals"]) >= 1
+        assert all(0 <= s <= t for s, t in zip(c["successes"], c["totals"]))
+    assert b["settings"]["max_steps"] == 40 and b["samples"] == 2
+    assert b["hardware"]["cores"] >= 1 and b["wall_time"] > 0 and b["created"]
+    geo = b["geometry"]
+    assert len(geo["widths"]) == b["facts"]["d"] and geo["r_inf"] > 0
+    shipped = bundles.available("cram")
+    if embedded.DEFAULT in shipped:   # the shipped bundle has the same keys
+        ref = bundles.load("cram", embedded.DEFAULT)
+        assert set(ref) == set(b)
+        assert set(ref["curves"][0]) == set(b["curves"][0])
+        assert set(ref["geometry"]) <= set(b["geometry"]) | {"semi_axes"}
+
+
+def test_predicted_slopes_match_bounds(fast_bundle):
+    from accesslib import bounds, refined
+
+    b = fast_bundle
+    d, V = b["facts"]["d"], b["facts"]["vocab_size"]
+    s = predicted_slopes(b, 0.01, 2.0)
+    assert s["ball"] == pytest.approx(d * math.log(1 + 400) / math.log(V))
+    assert s["box"] == pytest.approx(refined.box_slope(b["geometry"]["widths"], V, 0.01).C)
+    # the box lies inside the ball of radius r_inf: never a larger count at r = r_inf
+    r = b["geometry"]["r_inf"]
+    eps = bounds.eps_for_dtype("paper", r)
+    s2 = predicted_slopes(b, eps, r)
+    assert s2["box"] <= s2["ball"] + 1e-9
+    assert s2["cone"] <= s2["ball"] + 1e-9
+
+
+def test_predicted_app_moves_line_with_eps(fast_bundle, tmp_path, monkeypatch):
+    out = tmp_path / "b"
+    bundles.save(fast_bundle, out)
+    monkeypatch.setattr(bundles, "bundle_dir", lambda: out)
+    app = PredictedApp(canvas="agg")
+    assert app.last_error is None, app.last_error
+    y0 = app.art["bounds"]["ball"].get_ydata().copy()
+    C0 = app.values["slopes"]["ball"]
+    app.eps_rel.value = 2.0**-8
+    C1 = app.values["slopes"]["ball"]
+    assert C1 == pytest.approx(C0 * math.log(513) / math.log(4097), rel=1e-6)
+    assert not (app.art["bounds"]["ball"].get_ydata() == y0).all()
+    # measured markers are the bundle's n50
+    n50 = [c["n50"] for c in fast_bundle["curves"] if c["n50"] is not None]
+    assert list(app.art["measured"].lines[0].get_ydata()) == pytest.approx(n50)
+
+
+def test_slope_app_family_table(tmp_path, monkeypatch):
+    """Two synthetic bundles (made by hand here, for the maths only): C/a and the groups."""
+    out = tmp_path / "b"
+    base = dict(kind="cram", version=1, source="natural", samples=1, search="grid", seed=0, protocol="fast",
+                settings={}, curves=[], examples=[], created="x", hardware={}, wall_time=1.0, command="")
+    for name, d, a in [("fam-a", 32, 4.0), ("fam-b", 64, 10.0)]:
+        bundles.save(dict(base, model=name, facts=dict(d=d, vocab_size=1024, dtype="float32", family="gpt_neox",
+                                                       max_context=128),
+                          slope=dict(slope=a, intercept=0.0, r2=0.99, slope_stderr=0.1, n_points=4),
+                          geometry=dict(r_inf=3.0)), out)
+    monkeypatch.setattr(bundles, "bundle_dir", lambda: out)
+    rows = family_table(["fam-a", "fam-b"])
+    C32 = 32 * math.log(4097) / math.log(1024)
+    assert rows[0]["C"] == pytest.approx(C32) and rows[0]["ratio"] == pytest.approx(C32 / 4.0)
+    assert rows[1]["ratio"] == pytest.approx(2 * C32 / 10.0)
+    monkeypatch.setattr(embedded, "names", lambda: ["fam-a", "fam-b"])
+    app = SlopeApp(canvas="agg")
+    assert app.last_error is None, app.last_error
+    assert app.values["ratio_spread"] == pytest.approx((C32 / 4.0) / (2 * C32 / 10.0))
+    before = app._art[0]["C"].get_ydata().copy()
+    app.dtype.value = "float32"
+    assert app._art[0]["C"].get_ydata()[0] == pytest.approx(
+        before[0] * math.log1p(2 * 2.0**24) / math.log(4097))
