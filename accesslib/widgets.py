@@ -220,6 +220,29 @@ NO_PRESET = "(none)"
 DEFAULT_PRESET = "EleutherAI/pythia-160m"
 
 
+def _set_exact(log_slider, value):
+    """Set a log slider and remember the exact value.
+
+    The browser snaps a value set from Python to the slider's step grid (10**(k*step)) and
+    sends the snapped value back; :func:`_exact` then still returns the value we set (e.g.
+    |V| = 50304, not 10**4.70 = 50119), until the user really moves the slider.
+    """
+    log_slider._accesslib_exact = float(value)
+    log_slider.value = value
+
+
+def _is_echo(log_slider, value):
+    exact = getattr(log_slider, "_accesslib_exact", None)
+    if exact is None or value <= 0 or exact <= 0:
+        return False
+    return abs(math.log(value, log_slider.base) - math.log(exact, log_slider.base)) <= log_slider.step / 2 + 1e-9
+
+
+def _exact(log_slider):
+    v = log_slider.value
+    return log_slider._accesslib_exact if _is_echo(log_slider, v) else v
+
+
 def _short(name):
     return name.split("/")[-1]
 
@@ -260,6 +283,8 @@ class BoundsApp(App):
             self.dtype,
             W.HBox([W.VBox([self.d, self.vocab, self.m]), W.VBox([self.r, self.eps])]),
         ]
+        _set_exact(self.vocab, 50304)
+        _set_exact(self.eps, 22.45 * 2.0**-11)
         self._build_figure()
         self.d.observe(self.refresh, names="value")
         self.vocab.observe(self.refresh, names="value")
@@ -292,8 +317,8 @@ class BoundsApp(App):
 
     # -- parameters -------------------------------------------------------------------------
     def params_unchecked(self):
-        return dict(d=int(self.d.value), vocab_size=int(round(self.vocab.value)),
-                    eps=float(self.eps.value), r=float(self.r.value), m=int(self.m.value))
+        return dict(d=int(self.d.value), vocab_size=int(round(_exact(self.vocab))),
+                    eps=float(_exact(self.eps)), r=float(self.r.value), m=int(self.m.value))
 
     def params(self):
         """Current (d, vocab_size, eps, r, m), validated by accesslib.bounds (ValueError)."""
@@ -319,6 +344,8 @@ class BoundsApp(App):
             for k in order:
                 if k == "preset" and self.preset.value == values[k]:
                     self._apply_preset(values[k])   # re-apply: the user may have moved sliders
+                elif k in ("vocab_size", "eps"):
+                    _set_exact(names[k], values[k])
                 else:
                     names[k].value = values[k]
         return self
@@ -334,7 +361,7 @@ class BoundsApp(App):
             with self.hold():
                 self._setting_eps = True
                 try:
-                    self.eps.value = min(max(eps, 10.0**self.eps.min), 10.0**self.eps.max)
+                    _set_exact(self.eps, min(max(eps, 10.0**self.eps.min), 10.0**self.eps.max))
                 finally:
                     self._setting_eps = False
 
@@ -349,6 +376,8 @@ class BoundsApp(App):
     def _on_eps(self, change):
         if getattr(self, "_setting_eps", False):
             return
+        if self.dtype.value != CUSTOM and _is_echo(self.eps, change["new"]):
+            return   # the browser snapped our value to its step grid: not a user move
         # the user moved eps by hand: it no longer follows a dtype
         if self.dtype.value != CUSTOM:
             with self.hold():
@@ -366,7 +395,7 @@ class BoundsApp(App):
         row = self.models[name]
         with self.hold():
             self.d.value = row["d"]
-            self.vocab.value = row["vocab_size"]
+            _set_exact(self.vocab, row["vocab_size"])
             if row.get("r_inf"):
                 self.r.value = row["r_inf"]
             self.dtype.value = bounds.PAPER_DTYPE

@@ -172,3 +172,17 @@ def test_make_figure_rejects_unknown_canvas():
 def test_set_rejects_unknown_control(app):
     with pytest.raises(ValueError, match="unknown control"):
         app.set(width=3)
+
+
+def test_browser_snapping_echo_keeps_exact_values(app):
+    """The browser snaps log sliders to 10**(k*step) and sends that back: not a user move."""
+    app.set(preset=PYTHIA, m=1)
+    app.vocab.value = 10 ** (round(math.log10(50304) / app.vocab.step) * app.vocab.step)
+    assert app.values["vocab_size"] == 50304
+    eps = 22.45 * 2**-11
+    app.eps.value = 10 ** (round(math.log10(eps) / app.eps.step) * app.eps.step)
+    assert app.dtype.value == "paper"
+    assert app.values["C"] == pytest.approx(590.0911, abs=1e-3)
+    # a real move (a whole step or more) is taken as it is
+    app.vocab.value = 10 ** 4.5
+    assert app.values["vocab_size"] == round(10 ** 4.5)

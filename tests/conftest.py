@@ -1,0 +1,161 @@
+"""Shared fixtures: a Voila server on a free local port and a headless Debian chromium.
+
+Browser tests (marked ``browser``) use them like this::
+
+    @pytest.mark.browser
+    def test_my_app(voila_server, browser):
+        page = browser.new_page()
+        open_app(page, voila_server, "01-counting-bound.ipynb")
+        ...
+        assert_no_error(page)
+
+Chromium is Debian's ``/usr/bin/chromium`` driven by Playwright for Python (never
+``playwright install``); without it the browser tests are skipped with a reason.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-quic", "--no-first-run", "--disable-component-update", "--disable-sync"]
+#: how long a Voila page may take to execute its notebook and render its widgets (ms)
+APP_TIMEOUT_MS = int(os.environ.get("ACCESSLIB_APP_TIMEOUT_MS", "120000"))
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def voila_server():
+    """Serve notebooks/ with Voila on 127.0.0.1 (ACCESSLIB_FAST=1); yield the base URL."""
+    pytest.importorskip("voila")
+    port = _free_port()
+    tmp = tempfile.mkdtemp(prefix="accesslib-voila-")
+    env = dict(os.environ, ACCESSLIB_FAST="1", JUPYTER_RUNTIME_DIR=os.path.join(tmp, "runtime"),
+               ACCESSLIB_HOME=os.environ.get("ACCESSLIB_HOME", os.path.join(tmp, "home")))
+    log = open(os.path.join(tmp, "voila.log"), "w+")
+    cmd = [sys.executable, "-m", "voila", "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1",
+           "--ServerApp.ip=127.0.0.1", "--show_tracebacks=False", str(NOTEBOOKS)]
+    proc = subprocess.Popen(cmd, cwd=str(NOTEBOOKS), env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            if proc.poll() is not None:
+                log.seek(0)
+                pytest.fail(f"voila exited with code {proc.returncode}:\n{log.read()[-3000:]}")
+            try:
+                with urllib.request.urlopen(base + "/", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                log.seek(0)
+                pytest.fail(f"voila did not answer on {base} within 90 s:\n{log.read()[-3000:]}")
+            time.sleep(0.5)
+        yield base
+    finally:
+        # stop the server we started (and its kernels: same process group)
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=15)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        log.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """A headless Debian chromium driven by Playwright (skipped if either is missing)."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} not found: install Debian's chromium (apt-get install chromium) "
+                    "to run the browser tests")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh page (1280x1000) that collects console errors in ``page.console_errors``."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 1000})
+    pg = ctx.new_page()
+    pg.console_errors = []
+    pg.on("console", lambda msg: pg.console_errors.append(msg.text) if msg.type == "error" else None)
+    pg.on("pageerror", lambda exc: pg.console_errors.append(str(exc)))
+    yield pg
+    ctx.close()
+
+
+def app_url(base, notebook):
+    return f"{base}/voila/render/{notebook}"
+
+
+def open_app(page, base, notebook, *, timeout=APP_TIMEOUT_MS, figure=True):
+    """Open a notebook as a Voila app and wait until its widgets (and figure) are rendered."""
+    page.goto(app_url(base, notebook), timeout=timeout)
+    page.wait_for_selector(".widget-slider, .widget-hslider, .jupyter-widgets", timeout=timeout)
+    if figure:
+        page.wait_for_selector(".jupyter-matplotlib-figure canvas, .widget-image img, img.widget-image",
+                               timeout=timeout)
+    wait_idle(page)
+    return page
+
+
+def wait_idle(page, ms=1500):
+    """Give the kernel round trip (widget message, redraw, image diff) time to land."""
+    page.wait_for_timeout(ms)
+
+
+def slider(page, label):
+    """The slider widget whose description contains ``label``."""
+    loc = page.locator(".widget-slider, .widget-hslider").filter(
+        has=page.locator(".widget-label", has_text=label))
+    return loc.first
+
+
+def slider_readout(page, label):
+    return slider(page, label).locator(".widget-readout").first
+
+
+def figure_png(page):
+    """Screenshot (PNG bytes) of the app's figure (ipympl canvas or fallback image)."""
+    fig = page.locator(".jupyter-matplotlib-figure, .widget-image").first
+    return fig.screenshot()
+
+
+def assert_no_error(page):
+    """No app error message, no traceback, no stderr output on the page."""
+    errors = [t for t in page.locator(".accesslib-error").all_inner_texts() if t.strip()]
+    assert not errors, f"app error shown: {errors}"
+    body = page.inner_text("body")
+    assert "Traceback" not in body, body[-2000:]
+    assert page.locator("[data-mime-type='application/vnd.jupyter.stderr']").count() == 0
