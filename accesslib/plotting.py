@@ -203,7 +203,7 @@ def plot_threshold_vs_m(ax, C, m_current, *, m_max=None):
     line, = ax.plot([], [], color=COLORS["predicted"], label="bound n* = C·m", **STYLE["line"])
     here, = ax.plot([], [], "o", color=COLORS["current"], ms=6, zorder=5, label="current m")
     # lower right: between the bound line and the (much lower) measured points
-    txt = ax.text(0.98, 0.17, "", transform=ax.transAxes, ha="right", va="bottom", multialignment="left",
+    txt = ax.text(0.98, 0.15, "", transform=ax.transAxes, ha="right", va="bottom", multialignment="left",
                   fontsize=STYLE["font"] - 1,
                   bbox=dict(boxstyle="round", fc="white", ec="0.8", alpha=0.9))
     ax.set_xlabel("number of prompt vectors m", fontsize=STYLE["font"])
@@ -279,7 +279,8 @@ def update_threshold_vs_m(artists, C, m_current, *, m_max=None, text=""):
     for eb in artists["points"].values():
         top = max(top, float(np.max(eb.lines[0].get_ydata())))
     ycur = ax.get_ylim()[1] if placed else None
-    ytop = sticky_limit(ycur, max(top, 1.0), headroom=1.08)
+    # keep the line's right end in the upper half: the ratio box sits below it
+    ytop = sticky_limit(ycur, max(top, 1.0), headroom=1.08, keep_down_to=0.5)
     if m_max != xcur or ytop != ycur:
         ax.set_xlim(0, m_max)
         ax.set_ylim(0, ytop)

@@ -264,14 +264,14 @@ class BoundsApp(App):
         lay = W.Layout(width="460px")
         self.d = W.IntSlider(value=768, min=1, max=8192, step=1, description="d (model width)",
                              style=_DESC, layout=lay, continuous_update=True)
-        self.vocab = W.FloatLogSlider(value=50304, base=10, min=math.log10(2), max=6, step=0.01,
+        self.vocab = W.FloatLogSlider(value=50304, base=10, min=math.log10(2), max=6, step=0.0001,
                                       description="|V| (vocabulary)", readout_format=",.0f",
                                       style=_DESC, layout=lay)
         self.m = W.IntSlider(value=m, min=0, max=64, step=1, description="m (prompt vectors)",
                              style=_DESC, layout=lay)
         self.r = W.FloatSlider(value=22.45, min=0, max=300, step=0.05, description="r (support radius)",
                                readout_format=".2f", style=_DESC, layout=lay)
-        self.eps = W.FloatLogSlider(value=22.45 * 2.0**-11, base=10, min=-10, max=2, step=0.05,
+        self.eps = W.FloatLogSlider(value=22.45 * 2.0**-11, base=10, min=-10, max=2, step=0.001,
                                     description="ε (precision)", readout_format=".3g",
                                     style=_DESC, layout=lay)
         self.dtype = W.ToggleButtons(options=DTYPE_OPTIONS, value=bounds.PAPER_DTYPE,
@@ -302,7 +302,7 @@ class BoundsApp(App):
     def _build_figure(self):
         fig = self.fig
         gs = fig.add_gridspec(2, 2, height_ratios=[1, 3.4], hspace=0.55, wspace=0.28,
-                              left=0.1, right=0.98, top=0.93, bottom=0.08)
+                              left=0.1, right=0.965, top=0.93, bottom=0.08)
         ax_a = fig.add_subplot(gs[0, :])
         ax_b = fig.add_subplot(gs[1, 0])
         ax_c = fig.add_subplot(gs[1, 1])
@@ -427,13 +427,17 @@ class BoundsApp(App):
         plotting.update_accessible_count(self.art_a, log10_n, extra=f"$= |V|^{{{ns:.1f}}}$")
         plotting.update_fraction_bound(self.art_b, m, d, V, eps, r)
         published, row = self._published()
-        ratio_lines = [f"bound: C = {C:,.1f} tokens per vector"]
+        ratios = []
         if row is not None:
             for ds, key in (("PG19", "slope_pg19"), ("Random", "slope_random")):
                 a = row.get(key)
                 if a:
-                    ratio_lines.append(f"C / a({ds}) = {bounds.theory_ratio(C, a):.1f}×  (a = {a:g})")
-        self.ratio_text = "\n".join(ratio_lines)
+                    ratios.append((ds, a, bounds.theory_ratio(C, a)))
+        # theory / experiment: the bound's slope C over the measured slope a
+        self.ratio_text = "\n".join([f"C = {C:,.1f} tokens/vector"] + [
+            f"C / a({ds}) = {q:.1f}×" for ds, a, q in ratios])
+        ratio_html = "".join(f" &nbsp;·&nbsp; C / a({ds}) = <b>{q:.1f}×</b> (a = {a:g})"
+                             for ds, a, q in ratios)
         if self.preset.value != self._shown_preset:
             # new published series and legend: the background changes
             plotting.update_n50_points(self.art_c, published)
@@ -445,7 +449,7 @@ class BoundsApp(App):
             '<div style="font-size:105%;line-height:1.6">'
             f"<b>log10 N = {log10_n:,.1f}</b> &nbsp;(at most 10<sup>{log10_n:,.1f}</sup> different outputs) "
             f"&nbsp;·&nbsp; C = <b>{C:,.1f}</b> tokens/vector &nbsp;·&nbsp; n* = C·m = <b>{ns:,.1f}</b> "
-            f"&nbsp;·&nbsp; n50 ≤ {n50:,.1f}</div>")
+            f"&nbsp;·&nbsp; n50 ≤ {n50:,.1f}{ratio_html}</div>")
         eps_note = (f"ε = r·{bounds.UNIT_ROUNDOFF[bounds.canonical_dtype(self.dtype.value)]:.3g} "
                     f"({self.dtype.value})" if self.dtype.value != CUSTOM else f"ε = {eps:.3g} (custom)")
         model = "no model preset" if row is None else f"preset {row['name']}"

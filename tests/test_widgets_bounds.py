@@ -103,7 +103,8 @@ def test_model_preset_sets_d_vocab_r_eps(app, row):
     assert app.values["eps"] == pytest.approx(row["r_inf"] * 2**-11)
     expected = bounds.slope(row["d"], row["vocab_size"], row["r_inf"] * 2**-11, row["r_inf"])
     assert app.values["C"] == pytest.approx(expected)
-    assert f"{expected / row['slope_pg19']:.1f}×" in app.ratio_text
+    assert f"C / a(PG19) = {expected / row['slope_pg19']:.1f}×" in app.ratio_text
+    assert f"C / a(Random) = <b>{expected / row['slope_random']:.1f}×</b>" in app.readout.value
     assert row["name"] in app.status.value
 
 
