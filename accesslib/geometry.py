@@ -595,7 +595,8 @@ def geometry_report(model, *, name=None, dtype="paper", samples=None, lengths=No
                     per_length=None, n_cells=None, cell_support="box", assign="argmax",
                     seed=0, progress=True):
     """Everything of sections 3-4 for one model: stats, cells, and ball/box/cone/ellipsoid/cell
-    slopes. eps = r_inf * unit roundoff of ``dtype`` ('paper': 2^-11 as [A])."""
+    slopes. eps = r_inf * unit roundoff of ``dtype`` ('paper': 2^-11 as [A]). The ellipsoid
+    slope is left out when there are no more samples than dimensions (N <= d)."""
     hf = unwrap(model)
     if samples is None:
         samples = sample_support(hf, lengths, per_length, seed=seed, progress=progress)
@@ -607,8 +608,9 @@ def geometry_report(model, *, name=None, dtype="paper", samples=None, lengths=No
     ball = bounds.slope(d, V, eps, st.r_inf)
     slopes = {"ball": refined.RefinedSlope("ball", ball, ball * lnV, 0.0, lnV),
               "box": refined.box_slope(st.widths, V, eps, r=st.r_inf),
-              "cone": refined.cone_slope(d, V, eps, st.r_inf, st.phi),
-              "ellipsoid": refined.ellipsoid_slope(st.axes.semi_axes, V, eps, r=st.r_inf)}
+              "cone": refined.cone_slope(d, V, eps, st.r_inf, st.phi)}
+    if st.n > d:  # with N <= d samples the fit sees a flat (N-1)-dim slice: no valid bound
+        slopes["ellipsoid"] = refined.ellipsoid_slope(st.axes.semi_axes, V, eps, r=st.r_inf)
     cells = sconv = None
     if n_cells != 0:
         cells = cell_shares(W, b, n_samples=n_cells, support=cell_support, assign=assign,

@@ -167,3 +167,128 @@ class GeometryApp(App):
         self.set_status("left: what greedy decoding picks; right: what [A] measured. "
                         "Equal norms and no bias make them identical.")
         self.redraw()
+
+
+# ---------------------------------------------------------------------------------------------
+# the chosen model: cell shares and every refined slope
+# ---------------------------------------------------------------------------------------------
+
+TINY_RANDOM = "tiny random gpt_neox (from a config)"
+SLOPE_ORDER = ("ball", "box", "cone", "ellipsoid", "cells", "box+cells")
+
+
+def model_choices():
+    """Embedded models, then offline real ones, then a random tiny model (always there)."""
+    out = []
+    try:
+        from . import embedded
+        out += embedded.names()
+    except Exception:  # an optional module: the list just gets shorter
+        pass
+    try:
+        from . import realmodels
+        out += realmodels.available()
+    except Exception:
+        pass
+    return out + [TINY_RANDOM]
+
+
+class ModelGeometryApp(App):
+    """Support statistics, decoder-cell shares and refined slopes of a chosen model.
+
+    Run (background thread) samples final hidden states on random tokens
+    (:func:`accesslib.geometry.sample_support`), fits the support
+    (:func:`~accesslib.geometry.support_stats`), draws Monte Carlo cell shares in the box
+    (:func:`~accesslib.geometry.cell_shares`, argmax or Voronoi) and fits s_conv. Left: the
+    histogram of log10 p_t; right: the slope C under each refinement (bars: predicted).
+    """
+
+    figsize = (9.6, 4.2)
+
+    def __init__(self, *, model=None, canvas="auto"):
+        super().__init__(canvas=canvas)
+        from .config import FAST
+        choices = model_choices()
+        lay = W.Layout(width="420px")
+        self.model = W.Dropdown(options=choices, value=model if model in choices else choices[0],
+                                description="model", style=_DESC, layout=lay)
+        self.per_length = W.IntSlider(value=8 if FAST else 48, min=4, max=512, step=4,
+                                      description="samples / length", style=_DESC, layout=lay)
+        self.n_cells = W.IntSlider(value=2000 if FAST else 16384, min=1000, max=200_000, step=1000,
+                                   description="cell samples N", style=_DESC, layout=lay)
+        self.assign = W.ToggleButtons(options=[("argmax (greedy)", "argmax"), ("Voronoi ([A])", "voronoi")],
+                                      value="argmax", description="cells", style=_DESC)
+        self.run_btn = W.Button(description="Run", button_style="primary")
+        self.stop_btn = W.Button(description="Stop", disabled=True)
+        self.progress = W.IntProgress(value=0, min=0, max=4, layout=W.Layout(width="200px"))
+        self.controls.children = [W.HBox([W.VBox([self.model, self.per_length, self.n_cells]),
+                                          W.VBox([self.assign, W.HBox([self.run_btn, self.stop_btn]),
+                                                  self.progress])])]
+        ax1 = self.fig.add_subplot(1, 2, 1)
+        ax2 = self.fig.add_subplot(1, 2, 2)
+        self.fig.subplots_adjust(left=0.08, right=0.98, top=0.9, bottom=0.15, wspace=0.3)
+        self.hist = gp.plot_share_histogram(ax1, np.full(10, 0.1))
+        self.bars = gp.plot_slope_bars(ax2, SLOPE_ORDER)
+        self.report = None
+        self._stop = False
+        self._thread = None
+        self.run_btn.on_click(lambda _: self.start())
+        self.stop_btn.on_click(lambda _: setattr(self, "_stop", True))
+        self.set_status("press Run: nothing is computed when the page loads")
+        self.redraw()
+
+    def update(self):
+        if self.report is None:
+            return
+        rep = self.report
+        gp.update_share_histogram(self.hist, rep.cells.shares, rep.cells.n_samples)
+        gp.update_slope_bars(self.bars, {k: s.C for k, s in rep.slopes.items()})
+        st = rep.stats
+        self.readout.value = (
+            f"<b>{rep.name}</b>: d = {rep.d}, |V| = {rep.vocab_size:,}, {st.n:,} samples · "
+            f"r<sub>∞</sub> = {st.r_inf:.3g}, r<sub>2</sub> = {st.r_2:.3g}, min cos = {st.min_cos:.3f} "
+            f"(φ = {math.degrees(st.phi):.1f}°) · ε = {rep.eps:.3g} · s<sub>conv</sub> = "
+            f"<b>{rep.sconv.s_conv:.2f}</b> nats/token (ln|V| = {math.log(rep.vocab_size):.2f}), "
+            f"{rep.cells.zero_hit:,} tokens never hit")
+        self.redraw()
+
+    def start(self, wait=False):
+        """Run the measurement in a background thread (``wait=True``: in this thread)."""
+        import threading
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop = False
+        self.run_btn.disabled, self.stop_btn.disabled = True, False
+        self._thread = threading.Thread(target=self.guard, args=(self._work,), daemon=True)
+        self._thread.start()
+        if wait:
+            self._thread.join()
+
+    def _work(self):
+        from . import geometry
+        try:
+            self.progress.value = 0
+            name = self.model.value
+            self.set_status(f"loading {name} ...")
+            if name == TINY_RANDOM:
+                from .models import tiny_model
+                lm = tiny_model("gpt_neox", d=64, vocab_size=512)
+            else:
+                from .models import load_model
+                lm = load_model(name)
+            self.progress.value = 1
+            if self._stop:
+                return self.set_status("stopped")
+            self.set_status("sampling hidden states on random tokens ...")
+            x = geometry.sample_support(lm, [4, 16, 64], self.per_length.value, progress=False)
+            self.progress.value = 2
+            if self._stop:
+                return self.set_status("stopped")
+            self.set_status("Monte Carlo cell shares ...")
+            self.report = geometry.geometry_report(lm, name=name, samples=x, n_cells=self.n_cells.value,
+                                                   assign=self.assign.value, progress=False)
+            self.progress.value = 4
+            self.set_status("done")
+            self.update()
+        finally:
+            self.run_btn.disabled, self.stop_btn.disabled = False, True

@@ -122,7 +122,7 @@ def plot_share_histogram(ax, shares, n_samples=None, bins=40):
     art = dict(ax=ax, bars=None, uniform=ax.axvline(0, color="#1f4e9c", lw=1.6, ls="--",
                                                        label="uniform 1/|V|"),
                text=ax.text(0.02, 0.95, "", transform=ax.transAxes, va="top", fontsize=9), bins=bins)
-    ax.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="center right", fontsize=8)
     update_share_histogram(art, shares, n_samples)
     return art
 
@@ -150,4 +150,27 @@ def update_share_histogram(art, shares, n_samples=None):
     if n_samples:
         note += f"\nN = {n_samples:,} samples: shares below {1 / n_samples:.1e} unresolved"
     art["text"].set_text(note)
+    return art
+
+
+def plot_slope_bars(ax, kinds):
+    """Bars of the predicted slope C (tokens per vector) under each refinement; -> artists."""
+    x = np.arange(len(kinds))
+    bars = ax.bar(x, np.zeros(len(kinds)), color="#1f4e9c", alpha=0.85)
+    ax.set_xticks(x, kinds, rotation=20, fontsize=9)
+    ax.set_ylabel("predicted C (tokens per vector)")
+    texts = [ax.text(i, 0, "", ha="center", va="bottom", fontsize=8) for i in x]
+    return dict(ax=ax, bars=bars, texts=texts, kinds=list(kinds))
+
+
+def update_slope_bars(art, values):
+    """Set bar heights from ``values`` {kind: C}; missing kinds show as empty."""
+    top = 0.0
+    for bar, t, k in zip(art["bars"], art["texts"], art["kinds"]):
+        v = float(values.get(k, 0.0))
+        bar.set_height(v)
+        t.set_position((bar.get_x() + bar.get_width() / 2, v))
+        t.set_text(f"{v:,.0f}" if k in values else "")
+        top = max(top, v)
+    art["ax"].set_ylim(0, max(1.0, top) * 1.15)
     return art

@@ -234,3 +234,15 @@ def test_geometry_app_updates_in_place():
     app.set_row(0, 0.0, 0.0)                         # zero norm: equalise must refuse, no traceback
     app.guard(app.equalise)
     assert "norm 0" in app.last_error
+
+
+def test_model_geometry_app_runs_on_tiny_model():
+    from accesslib.geometry_app import TINY_RANDOM, ModelGeometryApp
+    app = ModelGeometryApp(canvas="agg", model=TINY_RANDOM)
+    assert app.report is None                        # nothing runs on construction
+    app.per_length.value, app.n_cells.value = 4, 2000
+    app.start(wait=True)
+    assert app.last_error is None and app.report is not None
+    heights = {k: b.get_height() for k, b in zip(app.bars["kinds"], app.bars["bars"])}
+    assert heights["ball"] == pytest.approx(app.report.slopes["ball"].C)
+    assert heights["box"] <= heights["ball"] and "ellipsoid" not in app.report.slopes  # N <= d
