@@ -19,6 +19,8 @@ def test_index_links_to_counting_bound(voila_server, page):
     link = page.locator("a[href*='01-counting-bound.ipynb']").first
     link.wait_for(timeout=60000)
     assert "counting bound" in page.inner_text("body").lower()
+    if SHOTS:
+        page.screenshot(path=os.path.join(SHOTS, "00-index.png"), full_page=True)
     link.click()
     page.wait_for_url("**/voila/render/01-counting-bound.ipynb", timeout=60000)
     open_app(page, voila_server, "01-counting-bound.ipynb")
