@@ -47,7 +47,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Callable, Mapping
+
+from .store import KEY_COLUMNS as _KEY  # numpy + stdlib only
 
 __all__ = ["SweepSpec", "ModelSpec", "Job", "JobResult", "SweepReport", "SweepRun", "load_spec",
            "run_job", "run_sweep", "start_sweep", "sweep_curves", "worker_model",
@@ -268,19 +270,20 @@ def _int_list(name, value, lo):
     return list(dict.fromkeys(out))
 
 
-def load_spec(source, **overrides) -> SweepSpec:
+def load_spec(description, /, **overrides) -> SweepSpec:
     """A :class:`SweepSpec` from a YAML file path, a YAML string, a dict or a SweepSpec.
 
     ``overrides`` replace top-level keys (e.g. ``store=...``, ``workers=2``). A relative
     ``store`` path in a file is taken relative to the current directory.
     """
-    if isinstance(source, SweepSpec):
-        return source.replace(**overrides) if overrides else source
-    if isinstance(source, Mapping):
-        data = dict(source)
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    if isinstance(description, SweepSpec):
+        return description.replace(**overrides) if overrides else description
+    if isinstance(description, Mapping):
+        data = dict(description)
     else:
         import yaml
-        text = str(source)
+        text = str(description)
         p = Path(os.path.expanduser(text))
         if "\n" not in text and p.suffix.lower() in (".yaml", ".yml", ".json"):
             if not p.is_file():
@@ -292,7 +295,7 @@ def load_spec(source, **overrides) -> SweepSpec:
             raise ValueError(f"sweep description is not valid YAML: {e}") from None
         if not isinstance(data, Mapping):
             raise ValueError("a sweep description must be a YAML mapping (models:, m:, ...)")
-    data.update({k: v for k, v in overrides.items() if v is not None})
+    data.update(overrides)
     known = {f.name for f in dataclasses.fields(SweepSpec)}
     unknown = set(data) - known
     if unknown:
@@ -453,8 +456,6 @@ def run_job(spec: SweepSpec, job: Job, *, store_path: str | None = None, known_r
                      worker=f"{socket.gethostname()}:{os.getpid()}", interrupted=curve.interrupted,
                      rows=rows)
 
-
-from .store import KEY_COLUMNS as _KEY  # noqa: E402  (numpy + stdlib only)
 
 
 def _known_rows(store, spec: SweepSpec, job: Job, ph: str) -> list[dict]:
