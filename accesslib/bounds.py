@@ -138,3 +138,17 @@ def theory_ratio(predicted_slope, measured_slope):
     p = _as_array("predicted_slope", predicted_slope, low=0)
     a = _as_array("measured_slope", measured_slope, low=0, low_inclusive=False)
     return _out(p / a)
+
+
+# The refined slopes of [A] section 4 (box, cone, ellipsoid, cells) live in accesslib.refined
+# (they need scipy); they are reachable from here too, loaded on first use so that importing
+# this module stays numpy-only.
+_REFINED = ("RefinedSlope", "box_slope", "cone_slope", "ellipsoid_slope", "cell_slope",
+            "log_cone_fraction", "cone_half_angle", "ball_log_count", "log_betainc")
+
+
+def __getattr__(name):
+    if name in _REFINED:
+        from . import refined
+        return getattr(refined, name)
+    raise AttributeError(f"module 'accesslib.bounds' has no attribute {name!r}")
