@@ -52,8 +52,8 @@ from typing import Callable, Mapping
 from .store import KEY_COLUMNS as _KEY  # numpy + stdlib only
 
 __all__ = ["SweepSpec", "ModelSpec", "Job", "JobResult", "SweepReport", "SweepRun", "load_spec",
-           "run_job", "run_sweep", "start_sweep", "sweep_curves", "worker_model",
-           "add_sweep_parser", "run_sweep_cli"]
+           "run_job", "run_sweep", "start_sweep", "sweep_curves", "sweep_table", "format_table",
+           "worker_model", "add_sweep_parser", "add_subcommand", "run_sweep_cli"]
 
 log = logging.getLogger(__name__)
 
@@ -149,6 +149,7 @@ class SweepSpec:
     workers: worker processes of the LocalCluster (default: one per GPU, else one per
         ``torch_threads`` CPU cores). torch_threads: torch intra-op threads per worker.
     write: where rows are written ("worker", "client", or "auto", see the module docstring).
+    model_cache: models each worker keeps loaded (least recently used dropped first).
     """
     models: list
     m: list
@@ -165,6 +166,7 @@ class SweepSpec:
     torch_threads: int = 1
     retries: int = 2
     write: str = "auto"
+    model_cache: int = 2
     name: str = "sweep"
 
     def __post_init__(self):
@@ -205,6 +207,8 @@ class SweepSpec:
             raise ValueError(f"torch_threads must be an integer >= 1, got {self.torch_threads!r}")
         if not isinstance(self.retries, int) or self.retries < 0:
             raise ValueError(f"retries must be an integer >= 0, got {self.retries!r}")
+        if not isinstance(self.model_cache, int) or self.model_cache < 1:
+            raise ValueError(f"model_cache must be an integer >= 1, got {self.model_cache!r}")
         if self.write not in _WRITE:
             raise ValueError(f"write must be one of {_WRITE}, got {self.write!r}")
 
@@ -314,12 +318,21 @@ _MODEL_LOCK = threading.Lock()
 _WORKER_DEVICE: str | None = None  # set by the worker plugin: this worker's GPU, e.g. "cuda:1"
 
 
-def worker_model(ms: ModelSpec, device: str = "cpu", dtype: str = "float32"):
-    """The loaded model for ``ms``, loaded once per process and kept (the per-worker cache)."""
+def worker_model(ms: ModelSpec, device: str = "cpu", dtype: str = "float32", keep: int = 2):
+    """The loaded model for ``ms``, loaded once per process and kept (the per-worker cache).
+
+    At most ``keep`` models stay loaded (least recently used dropped first), so a GPU worker that
+    walks through 8 models does not hold all of them; jobs are ordered model by model.
+    """
     key = (ms, device, dtype)
     with _MODEL_LOCK:
-        loaded = _MODEL_CACHE.get(key)
+        loaded = _MODEL_CACHE.pop(key, None)
         if loaded is None:
+            while len(_MODEL_CACHE) >= max(1, keep):
+                _MODEL_CACHE.pop(next(iter(_MODEL_CACHE)))
+                if device.startswith("cuda"):
+                    import torch
+                    torch.cuda.empty_cache()
             from . import models
             try:
                 if ms.tiny is not None:
@@ -328,7 +341,7 @@ def worker_model(ms: ModelSpec, device: str = "cpu", dtype: str = "float32"):
                     loaded = models.load_model(ms.load, dtype=dtype, device=device)
             except Exception as e:  # remembered: the next job of this model fails at once
                 loaded = e
-            _MODEL_CACHE[key] = loaded
+        _MODEL_CACHE[key] = loaded   # (re)inserted last: the most recently used
     if isinstance(loaded, Exception):
         raise loaded
     return loaded
@@ -426,7 +439,7 @@ def run_job(spec: SweepSpec, job: Job, *, store_path: str | None = None, known_r
 
     t0 = time.perf_counter()
     ms = spec.model_spec(job.model)
-    loaded = worker_model(ms, _job_device(spec), spec.dtype)
+    loaded = worker_model(ms, _job_device(spec), spec.dtype, keep=spec.model_cache)
     if isinstance(stop, str):
         stop = _ThrottledStop(stop)
     tmpdir = None
@@ -679,7 +692,7 @@ def _run_dask(spec, todo, submit_args, finished, stop_fn, report, scheduler, wor
         for job in todo:
             fut = client.submit(run_job, spec, job, stop=stop_name, **submit_args(job),
                                 key=f"{job.key}-{token}", pure=False, retries=spec.retries,
-                                priority=job.n or 0)
+                                priority=job.n or job.m)  # long jobs first
             futures[fut] = job
         pending = set(futures)
         while pending:
@@ -886,8 +899,12 @@ def add_sweep_parser(subparsers):
                    help="who writes rows: each worker, or the client (multi-host clusters)")
     p.add_argument("--dry-run", action="store_true", help="list the jobs and exit")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=run_sweep_cli)
+    p.set_defaults(func=run_sweep_cli, _run=run_sweep_cli)
     return p
+
+
+#: The hook ``accesslib.__main__`` looks for in its PLUGIN_MODULES (it lists accesslib.sweep).
+add_subcommand = add_sweep_parser
 
 
 def run_sweep_cli(args) -> int:
