@@ -176,3 +176,30 @@ def test_cli_dry_run_and_parser(tmp_path, capsys):
     assert args.func(args) == 0
     out = capsys.readouterr().out
     assert out.startswith("10 jobs") and "cram-tiny-gpt2-random-m2-n8-s0" in out
+
+
+def test_adaptive_search_job_replays_from_the_store(tmp_path):
+    spec = _spec(tmp_path).replace(m=[2], lengths=None, samples=4, search={
+        "method": "bisect", "pilot": 2, "precision": 0.5, "max_length": 12})
+    (job,) = spec.jobs()
+    assert job.n is None
+    first = sweep.run_job(spec, job, store_path=str(spec.store_path()))
+    assert first.crammed >= 4 and len(first.curve) >= 2 and not first.interrupted
+    again = sweep.run_job(spec, job, store_path=str(spec.store_path()))
+    assert again.crammed == 0 and again.from_store == first.crammed and again.curve == first.curve
+
+
+def test_start_sweep_in_background_reports_each_job(tmp_path):
+    spec = _spec(tmp_path, m=[1], lengths=[2, 3])
+    seen = []
+    run = sweep.start_sweep(spec, scheduler="inprocess", progress=False, on_job_done=seen.append)
+    report = run.wait(60)
+    assert run.progress == (2, 2) and not run.running and report.complete
+    assert sorted(r.job.n for r in seen) == [2, 3]
+    curves = run.curves()
+    assert set(curves) == {("tiny-gpt2-random", 1)} and curves[("tiny-gpt2-random", 1)][2][1] == 6
+    # a stopped run ends early and says so; nothing is written twice when it is run again
+    stopped = sweep.start_sweep(spec.replace(lengths=[4, 6]), scheduler="inprocess", progress=False)
+    stopped.stop()
+    assert stopped.wait(60).interrupted
+    assert sweep.run_sweep(spec, scheduler="inprocess", progress=False).skipped == 2
