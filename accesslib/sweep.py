@@ -489,11 +489,18 @@ def _job_done_in_store(store, spec: SweepSpec, job: Job, ph: str) -> bool:
 # --------------------------------------------------------------------------------------------
 # Running a sweep on Dask
 # --------------------------------------------------------------------------------------------
-def _setup_worker(torch_threads: int, gpu_per_worker: bool):
-    """Per worker process: torch intra-op threads, and which GPU a LocalCluster worker uses."""
+def _setup_worker(torch_threads: int, gpu_per_worker: bool, local: bool = False):
+    """Per worker process: torch intra-op threads, and which GPU a LocalCluster worker uses.
+
+    ``local``: a LocalCluster's worker ignores SIGINT. Ctrl-C in a terminal reaches every
+    process of the foreground group; the client alone handles it (stops the jobs, closes the
+    cluster, which ends its workers), instead of each worker dying with a traceback.
+    """
     global _WORKER_DEVICE
     import torch
     torch.set_num_threads(int(torch_threads))
+    if local and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     if gpu_per_worker and torch.cuda.is_available() and torch.cuda.device_count() > 1:
         try:
             from distributed import get_worker
@@ -504,7 +511,7 @@ def _setup_worker(torch_threads: int, gpu_per_worker: bool):
             _WORKER_DEVICE = f"cuda:{int(name) % torch.cuda.device_count()}"
 
 
-def _worker_plugin(torch_threads: int, gpu_per_worker: bool):
+def _worker_plugin(torch_threads: int, gpu_per_worker: bool, local: bool = False):
     """A distributed WorkerPlugin running :func:`_setup_worker` on every worker, also on the ones
     that join later (a restarted worker after a crash, dask-jobqueue scaling up)."""
     from distributed.diagnostics.plugin import WorkerPlugin
@@ -512,13 +519,13 @@ def _worker_plugin(torch_threads: int, gpu_per_worker: bool):
     class AccesslibSweepSetup(WorkerPlugin):
         name = "accesslib-sweep-setup"
 
-        def __init__(self, threads, gpus):
-            self.threads, self.gpus = threads, gpus
+        def __init__(self, threads, gpus, local):
+            self.threads, self.gpus, self.local = threads, gpus, local
 
         def setup(self, worker):
-            _setup_worker(self.threads, self.gpus)
+            _setup_worker(self.threads, self.gpus, self.local)
 
-    return AccesslibSweepSetup(torch_threads, gpu_per_worker)
+    return AccesslibSweepSetup(torch_threads, gpu_per_worker, local)
 
 
 def default_workers(spec: SweepSpec) -> int:
@@ -682,7 +689,7 @@ def _run_dask(spec, todo, submit_args, finished, stop_fn, report, scheduler, wor
         if own:
             client, cluster = _make_client(spec, scheduler, workers)
         gpu_per_worker = cluster is not None and spec.resolved_device().startswith("cuda")
-        client.register_plugin(_worker_plugin(spec.torch_threads, gpu_per_worker))
+        client.register_plugin(_worker_plugin(spec.torch_threads, gpu_per_worker, local=cluster is not None))
         report.dashboard_link = client.dashboard_link
         msg = f"Dask dashboard: {client.dashboard_link}  ({len(todo)} jobs to run)"
         bar.write(msg) if bar is not None else log.info(msg)
