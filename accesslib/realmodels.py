@@ -313,6 +313,7 @@ def _build(name, dest: Path) -> dict:
                            f"(max |dlogit| {float((a - b).abs().max()):.3g})")
     fresh.save_pretrained(dest, safe_serialization=True)
     tok.save_pretrained(dest)
+    _plain_tokenizer_class(dest, tok)
     record = {
         "format": _CACHE_FORMAT, "name": name, "hub_name": spec.hub_name,
         "quantisation": spec.quantisation, "licence": spec.licence,
@@ -322,6 +323,31 @@ def _build(name, dest: Path) -> dict:
     }
     (dest / _MARKER).write_text(json.dumps(record, indent=1))
     return record
+
+
+_TOKENIZER_PROBE = "The quick brown fox, 3.14 naïve café\n  jumps: <b>over</b> the lazy dog!"
+
+
+def _plain_tokenizer_class(dest: Path, tok):
+    """Point tokenizer_config.json at the generic fast tokenizer, which reads tokenizer.json as
+    is. GemmaTokenizer rebuilds its 262k-entry BPE from vocab and merges on every load, which
+    doubles the reload time. Kept only if the reloaded tokenizer encodes and decodes a probe
+    text exactly as the GGUF one does."""
+    from transformers import AutoTokenizer
+
+    cfg_path = dest / "tokenizer_config.json"
+    if not (dest / "tokenizer.json").is_file() or not cfg_path.is_file():
+        return
+    original = cfg_path.read_text()
+    cfg = json.loads(original)
+    if cfg.get("tokenizer_class") in (None, "PreTrainedTokenizerFast", "TokenizersBackend"):
+        return
+    cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
+    cfg_path.write_text(json.dumps(cfg, indent=2))
+    plain = AutoTokenizer.from_pretrained(dest)
+    a, b = tok(_TOKENIZER_PROBE)["input_ids"], plain(_TOKENIZER_PROBE)["input_ids"]
+    if a != b or tok.decode(a) != plain.decode(b) or len(tok) != len(plain):
+        cfg_path.write_text(original)
 
 
 @contextmanager
