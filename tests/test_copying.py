@@ -37,10 +37,11 @@ def test_batch_loss_mask_only_on_copy():
     assert labels[1].tolist() == want1
     # the model's loss with these labels equals cross-entropy on the copy positions only
     model = cp.build_model(cp.CopyConfig(d=16, layers=1, heads=2, intermediate=32, max_len=10, max_position=64))
-    logits = model(input_ids=ids).logits
-    mask = labels[:, 1:] != -100
-    manual = torch.nn.functional.cross_entropy(logits[:, :-1][mask], labels[:, 1:][mask])
-    assert float(model(input_ids=ids, labels=labels).loss) == pytest.approx(float(manual), rel=1e-5)
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits
+        mask = labels[:, 1:] != -100
+        manual = torch.nn.functional.cross_entropy(logits[:, :-1][mask], labels[:, 1:][mask])
+        assert float(model(input_ids=ids, labels=labels).loss) == pytest.approx(float(manual), rel=1e-5)
     with pytest.raises(ValueError, match="lengths"):
         cp.make_batch([0], g)
 
@@ -158,3 +159,57 @@ def test_adapt_pretrained_tiny_model():
     res = cp.train(cfg, steps=3, model=lm)
     assert res.steps_done == 3 and all(torch.isfinite(torch.tensor(res.losses)))
     assert cp.evaluate(lm, [3], n=2)[0].n == 2
+
+
+# ---------------------------------------------------------------- the App (headless)
+def _bundle():
+    return {"config": {"d": 16, "layers": 1, "lr": 3e-3, "max_len": 6}, "steps_done": 10,
+            "loss": {"step": [5, 10], "loss": [3.0, 2.0]}, "train_range": [5, 50],
+            "accuracy": {"n": 4, "lengths": [10, 50, 100], "greedy": [1.0, 1.0, 0.0],
+                         "teacher_forced": [1.0, 1.0, 0.25]},
+            "first_length_below_10pct": {"greedy": 100}, "train_wall_time_s": 60, "train_cpu_time_s": 30}
+
+
+def test_app_shows_bundle_on_load_without_training():
+    from accesslib.copy_app import CopyApp
+
+    app = CopyApp(bundle=_bundle(), fast=True, canvas="agg")
+    assert list(app.loss_line.get_xdata()) == [5, 10]
+    assert list(app.greedy_pts.get_ydata()) == [1.0, 1.0, 0.0]
+    assert "greedy accuracy < 10% from length 100" in app.title.get_text()
+    assert app.result is None and not app.running
+
+
+def test_app_run_in_fast_mode_updates_plot():
+    from accesslib.copy_app import CopyApp
+
+    app = CopyApp(bundle=_bundle(), fast=True, canvas="agg")
+    app.steps.value = 12
+    app.lengths.value = "3, 7"
+    app.n_eval.value = 3
+    app.run_btn.click()
+    app.join(120)
+    assert not app.running and app.last_error is None
+    assert list(app.loss_line.get_xdata()) == list(range(1, 13))      # the live curve replaced the bundle's
+    assert list(app.greedy_pts.get_xdata()) == [3, 7]
+    assert app.result.steps_done == 12 and app.progress.value == 2
+    assert not app.run_btn.disabled and app.stop_btn.disabled
+
+
+def test_app_stop_and_bad_input():
+    from accesslib.copy_app import CopyApp
+
+    app = CopyApp(bundle=_bundle(), fast=True, canvas="agg")
+    app.steps.value = 100_000
+    app.start("train")
+    deadline = __import__("time").monotonic() + 60
+    while not app.steps_seen and __import__("time").monotonic() < deadline:
+        __import__("time").sleep(0.05)
+    app.stop_btn.click()
+    app.join(60)
+    assert not app.running
+    assert app.result.interrupted and app.result.steps_done < 100_000
+    assert "stopped" in app.status.value
+    app.lengths.value = "10, x"
+    assert app.start("train") is False
+    assert "eval lengths" in app.last_error and "Traceback" not in app.error.value

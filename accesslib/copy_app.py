@@ -1,0 +1,354 @@
+"""The copy-task app of notebook 06 (shared/PAPER.md section 7).
+
+Left: training loss against step; right: exact-string accuracy against copy length (greedy
+and teacher-forced), the training range shaded. On page load the figure shows the shipped run
+(``accesslib/data/bundles/copy_run.json``, made by ``scripts/train_copy.py``); nothing is
+trained or imported from torch until a button is pressed.
+
+Run trains a fresh model in a background thread (progress bar, live loss), then evaluates it
+length by length (the accuracy curve fills in live). Stop ends either phase cooperatively.
+"Evaluate shipped model" runs the shipped weights live at the chosen lengths. With
+``accesslib.config.FAST`` every workload is tiny (tests, nbval, browser checks).
+"""
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from importlib import resources
+from pathlib import Path
+
+import ipywidgets as W
+import numpy as np
+
+from . import config as _config
+from .plotting import COLORS
+from .widgets import App
+
+_DESC = {"description_width": "110px"}
+BUNDLE = "copy_run.json"
+WEIGHTS = "copy-task"
+
+
+def data_path(*parts) -> Path:
+    return Path(str(resources.files("accesslib").joinpath("data", *parts)))
+
+
+def load_bundle(path=None) -> dict | None:
+    """The shipped copy run (dict as written by scripts/train_copy.py), or None if absent."""
+    p = Path(path) if path is not None else data_path("bundles", BUNDLE)
+    if not p.is_file():
+        return None
+    return json.loads(p.read_text())
+
+
+def weights_dir() -> Path | None:
+    """Directory of the shipped copy-model weights, or None if they are not installed."""
+    p = data_path("models", WEIGHTS)
+    return p if (p / "model.safetensors").is_file() else None
+
+
+def parse_lengths(text, *, max_length=None):
+    """'10, 50, 100' -> [10, 50, 100] (sorted, unique); ValueError names the field."""
+    try:
+        vals = sorted({int(x) for x in str(text).replace(";", ",").split(",") if x.strip()})
+    except ValueError:
+        raise ValueError(f"eval lengths must be whole numbers separated by commas; got {text!r}") from None
+    if not vals or vals[0] < 1:
+        raise ValueError(f"eval lengths must be at least one whole number >= 1; got {text!r}")
+    if max_length is not None and vals[-1] > max_length:
+        raise ValueError(f"eval lengths must be <= {max_length} (the model's positions); got {vals[-1]}")
+    return vals
+
+
+def binomial_se(p, n):
+    p = np.asarray(p, dtype=float)
+    return np.sqrt(np.clip(p * (1 - p), 0, None) / max(1, n))
+
+
+def first_below(lengths, acc, after, level=0.1):
+    """First evaluated length > ``after`` whose accuracy is below ``level`` (None if none)."""
+    for L, a in zip(lengths, acc):
+        if a is not None and L > after and a < level:
+            return int(L)
+    return None
+
+
+class CopyApp(App):
+    """Train a small transformer to copy, watch the loss, then see accuracy collapse with length."""
+
+    figsize = (9.6, 4.4)
+
+    def __init__(self, *, bundle=None, fast=None, canvas="auto"):
+        super().__init__(canvas=canvas)
+        self.fast = _config.FAST if fast is None else bool(fast)
+        self.bundle = load_bundle() if bundle is None else bundle
+        self._thread = None
+        self._stop = threading.Event()
+        self.result = None       # last TrainResult
+        self.model = None        # last trained or loaded model
+        self.steps_seen = []
+        self.losses_seen = []
+        self.acc_rows = []       # LengthAccuracy rows of the current evaluation
+        self._last_draw = 0.0
+        cfg = self._default_config()
+        lay = W.Layout(width="300px")
+        self.steps = W.IntText(value=40 if self.fast else 4000, description="max steps", style=_DESC, layout=lay)
+        self.d = W.Dropdown(options=[16, 32, 64, 128], value=cfg["d"], description="width d", style=_DESC, layout=lay)
+        self.layers = W.Dropdown(options=[1, 2, 3, 4], value=cfg["layers"], description="layers", style=_DESC, layout=lay)
+        self.lr = W.FloatLogSlider(value=cfg["lr"], base=10, min=-4, max=-2, step=0.1, description="learning rate",
+                                   readout_format=".1e", style=_DESC, layout=lay)
+        self.max_len = W.IntSlider(value=cfg["max_len"], min=5, max=100, description="train up to",
+                                   style=_DESC, layout=lay)
+        self.lengths = W.Text(value="5, 10, 20" if self.fast else "10, 20, 30, 40, 50, 60, 70, 80, 100, 150, 200, 300",
+                              description="eval lengths", style=_DESC, layout=W.Layout(width="420px"))
+        self.n_eval = W.IntText(value=8 if self.fast else 100, description="strings/length", style=_DESC, layout=lay)
+        self.run_btn = W.Button(description="Run (train)", button_style="primary", icon="play")
+        self.eval_btn = W.Button(description="Evaluate shipped model", icon="check",
+                                 layout=W.Layout(width="210px"), disabled=weights_dir() is None)
+        self.stop_btn = W.Button(description="Stop", icon="stop", disabled=True)
+        self.progress = W.IntProgress(value=0, min=0, max=1, layout=W.Layout(width="300px"))
+        self.controls.children = [
+            W.HBox([W.VBox([self.d, self.layers, self.lr]), W.VBox([self.max_len, self.steps, self.n_eval])]),
+            self.lengths,
+            W.HBox([self.run_btn, self.eval_btn, self.stop_btn, self.progress]),
+        ]
+        self.run_btn.on_click(lambda _: self.start("train"))
+        self.eval_btn.on_click(lambda _: self.start("shipped"))
+        self.stop_btn.on_click(lambda _: self.stop())
+        self._build_figure()
+        self.show_bundle()
+
+    # -- settings -----------------------------------------------------------------------------
+    def _default_config(self):
+        if self.fast:
+            return dict(d=16, layers=1, lr=3e-3, max_len=6)
+        c = (self.bundle or {}).get("config", {})
+        return dict(d=int(c.get("d", 64)), layers=int(c.get("layers", 2)), lr=float(c.get("lr", 3e-3)),
+                    max_len=int(c.get("max_len", 50)))
+
+    def make_config(self):
+        """The CopyConfig the Run button uses (ValueError with the field's name when invalid)."""
+        from .copying import CopyConfig
+
+        d = int(self.d.value)
+        heads = 2 if d <= 32 else 4
+        kw = dict(d=d, heads=heads, intermediate=4 * d, layers=int(self.layers.value), lr=float(self.lr.value),
+                  max_len=int(self.max_len.value), min_len=min(5, int(self.max_len.value)))
+        if self.fast:
+            kw.update(batch_size=8, warmup=5, eval_every=0, max_position=256)
+        else:
+            kw.update(eval_every=250)
+        return CopyConfig(**kw).validate()
+
+    # -- figure -------------------------------------------------------------------------------
+    def _build_figure(self):
+        fig = self.fig
+        self.ax_loss = fig.add_subplot(1, 2, 1)
+        self.ax_acc = fig.add_subplot(1, 2, 2)
+        fig.subplots_adjust(left=0.08, right=0.98, top=0.88, bottom=0.13, wspace=0.25)
+        ax = self.ax_loss
+        (self.loss_line,) = ax.plot([], [], color=COLORS["measured"], lw=1.4, label="training loss")
+        ax.axhline(math.log(26), **dict(lw=1.0, ls=":", color=COLORS["reference"]))
+        ax.text(0.98, math.log(26), "chance: ln 26", ha="right", va="bottom", fontsize=8,
+                color=COLORS["reference"], transform=ax.get_yaxis_transform())
+        ax.set_yscale("log")
+        ax.set_xlabel("step")
+        ax.set_ylabel("loss on the copied part (nats/token)")
+        ax.set_title("(a) training", fontsize=10, loc="left")
+        ax = self.ax_acc
+        self.shade = ax.axvspan(5, 50, color=COLORS["predicted"], alpha=0.10, lw=0, label="training lengths")
+        ax.axhline(0.1, lw=0.8, ls=":", color=COLORS["reference"])
+        from matplotlib.collections import LineCollection
+
+        self.err = LineCollection([], colors=COLORS["pg19"], lw=1.0)
+        ax.add_collection(self.err)
+        (self.greedy_pts,) = ax.plot([], [], "o-", color=COLORS["pg19"], ms=6, mec="white", mew=0.8, lw=0.8,
+                                     label="greedy generation")
+        (self.tf_pts,) = ax.plot([], [], "s--", color=COLORS["random"], ms=5, mfc="none", mew=1.2, lw=0.8,
+                                 label="teacher-forced (all argmax)")
+        ax.set_xscale("log")
+        ax.set_ylim(-0.04, 1.04)
+        ax.set_xlim(4, 500)
+        ax.set_xlabel("copy length (letters)")
+        ax.set_ylabel("exact-string accuracy")
+        ax.set_title("(b) accuracy vs length", fontsize=10, loc="left")
+        ax.legend(loc="lower left", fontsize=8, frameon=False)
+        self.title = fig.suptitle("", fontsize=10)
+
+    def _set_loss(self, steps, losses):
+        self.loss_line.set_data(steps, losses)
+        if len(steps):
+            lo, hi = float(np.min(losses)), float(np.max(losses))
+            self.ax_loss.set_xlim(0, max(10, steps[-1] * 1.05))
+            self.ax_loss.set_ylim(max(1e-4, lo * 0.7), max(hi, math.log(26)) * 1.3)
+
+    def _set_accuracy(self, lengths, greedy, tf, n, train_range):
+        lengths = np.asarray(lengths, dtype=float)
+        g = np.array([np.nan if x is None else x for x in greedy], dtype=float)
+        t = np.array([np.nan if x is None else x for x in tf], dtype=float)
+        self.greedy_pts.set_data(lengths, g)
+        self.tf_pts.set_data(lengths, t)
+        se = binomial_se(np.nan_to_num(g), n)
+        self.err.set_segments([[(L, a - s), (L, a + s)] for L, a, s in zip(lengths, g, se) if np.isfinite(a)])
+        lo, hi = train_range
+        self.shade.set_x(lo) if hasattr(self.shade, "set_x") else None
+        try:
+            self.shade.set_xy([[lo, 0], [lo, 1], [hi, 1], [hi, 0], [lo, 0]])
+        except (AttributeError, ValueError):
+            pass
+        if len(lengths):
+            self.ax_acc.set_xlim(min(4, lengths.min() * 0.8), max(100, lengths.max() * 1.25))
+
+    def show_bundle(self):
+        """Draw the shipped run (no computation); a note if it is absent."""
+        b = self.bundle
+        if not b:
+            self.title.set_text("no precomputed run shipped: press Run")
+            self.redraw_now()
+            return
+        self._set_loss(b["loss"]["step"], b["loss"]["loss"])
+        acc = b["accuracy"]
+        self._set_accuracy(acc["lengths"], acc["greedy"], acc["teacher_forced"], acc["n"], b["train_range"])
+        c = b["config"]
+        below = b.get("first_length_below_10pct", {}).get("greedy")
+        self.title.set_text(
+            f"shipped run: d={c['d']}, {c['layers']} layers, {b['steps_done']} steps, "
+            f"{b['train_wall_time_s'] / 60:.1f} min wall / {b['train_cpu_time_s'] / 60:.1f} min CPU"
+            + (f"; greedy accuracy < 10% from length {below}" if below else ""))
+        self.set_status(f"Showing the precomputed run from {b.get('date', '?')[:10]} "
+                        f"({b.get('hardware', {}).get('cpu', 'CPU')}). Press Run to train your own.")
+        self.redraw_now()
+
+    def redraw_now(self):
+        self._last_draw = time.monotonic()
+        self.invalidate()   # limits may have moved: full draw
+        self.redraw()
+
+    def _maybe_redraw(self, every=0.5):
+        if time.monotonic() - self._last_draw >= every:
+            self.redraw_now()
+
+    # -- running ------------------------------------------------------------------------------
+    @property
+    def running(self):
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self, what="train", *, wait=False):
+        """Start training ('train') or the shipped model's evaluation ('shipped') in a thread."""
+        if self.running:
+            self.show_error("already running: press Stop first")
+            return False
+        ok = self.guard(self._validate_inputs)
+        if not ok:
+            return False
+        self._stop.clear()
+        self.run_btn.disabled = self.eval_btn.disabled = True
+        self.stop_btn.disabled = False
+        target = self._work_train if what == "train" else self._work_shipped
+        self._thread = threading.Thread(target=self._run_guarded, args=(target,), daemon=True)
+        self._thread.start()
+        if wait:
+            self._thread.join()
+        return True
+
+    def _validate_inputs(self):
+        if int(self.steps.value) < 1 or int(self.steps.value) > 100_000:
+            raise ValueError(f"max steps must be a whole number in 1..100000; got {self.steps.value}")
+        if not 1 <= int(self.n_eval.value) <= 10_000:
+            raise ValueError(f"strings/length must be in 1..10000; got {self.n_eval.value}")
+        parse_lengths(self.lengths.value, max_length=1000)
+        self.make_config()
+
+    def _run_guarded(self, fn):
+        try:
+            self.guard(fn)
+        finally:
+            self.run_btn.disabled = False
+            self.eval_btn.disabled = weights_dir() is None
+            self.stop_btn.disabled = True
+            self.redraw_now()
+
+    def stop(self):
+        """Ask the running job to stop (it finishes its current step)."""
+        self._stop.set()
+
+    def join(self, timeout=None):
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _on_step(self, s):
+        self.steps_seen.append(s.step)
+        self.losses_seen.append(s.loss)
+        self.progress.value = s.step
+        if s.step % 10 == 0 or s.step == s.steps:
+            self.set_status(f"training: step {s.step}/{s.steps}, loss {s.loss:.4f}, "
+                            f"{s.elapsed:.0f} s wall, {s.cpu_time:.0f} s CPU"
+                            + (f"; teacher-forced accuracy at the longest training length {s.check_acc:.2f}"
+                               if s.check_acc is not None else ""))
+            self._set_loss(self.steps_seen, self.losses_seen)
+            self._maybe_redraw()
+
+    def _work_train(self):
+        from . import copying as cp
+
+        cfg = self.make_config()
+        steps = int(self.steps.value)
+        self.steps_seen, self.losses_seen = [], []
+        self.progress.max, self.progress.value = steps, 0
+        self.title.set_text(f"your run: d={cfg.d}, {cfg.layers} layers, trained on lengths {cfg.min_len}..{cfg.max_len}")
+        self._set_accuracy([], [], [], 1, (cfg.min_len, cfg.max_len))
+        self._set_loss([], [])
+        self.redraw_now()
+        self.set_status("building the model...")
+        res = cp.train(cfg, steps=steps, on_step=self._on_step, stop=self._stop)
+        self.result, self.model = res, res.model
+        self._set_loss(self.steps_seen, self.losses_seen)
+        how = "stopped" if res.interrupted else ("reached 100% at the longest training length" if res.reached_target
+                                                  else "used every step")
+        self.title.set_text(f"your run: d={cfg.d}, {cfg.layers} layers, {res.steps_done} steps "
+                            f"({how}), {res.wall_time:.0f} s wall / {res.cpu_time:.0f} s CPU")
+        if res.interrupted:
+            self.set_status(f"stopped after {res.steps_done} steps.")
+            return
+        self._evaluate(res.model, (cfg.min_len, cfg.max_len))
+
+    def _work_shipped(self):
+        from . import copying as cp
+
+        path = weights_dir()
+        if path is None:
+            raise ValueError("the shipped copy-model weights are not installed (accesslib/data/models/copy-task)")
+        self.set_status("loading the shipped model...")
+        self.model = cp.load_weights(path)
+        tr = tuple((self.bundle or {}).get("train_range", (5, 50)))
+        self.title.set_text("shipped model, evaluated live")
+        self._evaluate(self.model, tr)
+
+    def _evaluate(self, model, train_range):
+        from . import copying as cp
+
+        mp = getattr(model.config, "max_position_embeddings", None)
+        lengths = parse_lengths(self.lengths.value, max_length=(mp - 3) // 2 if mp else None)
+        n = int(self.n_eval.value)
+        self.acc_rows = []
+        self.progress.max, self.progress.value = len(lengths), 0
+        self._set_accuracy([], [], [], n, train_range)
+
+        def on_length(r):
+            self.acc_rows.append(r)
+            self.progress.value = len(self.acc_rows)
+            self._set_accuracy([x.length for x in self.acc_rows], [x.greedy for x in self.acc_rows],
+                               [x.teacher_forced for x in self.acc_rows], n, train_range)
+            self.set_status(f"evaluating: length {r.length}: greedy {r.greedy:.2f}, "
+                            f"teacher-forced {r.teacher_forced:.2f} ({n} strings)")
+            self.redraw_now()
+
+        cp.evaluate(model, lengths, n=n, stop=self._stop, on_length=on_length)
+        rows = self.acc_rows
+        below = first_below([r.length for r in rows], [r.greedy for r in rows], train_range[1])
+        self.set_status(("stopped during evaluation. " if self._stop.is_set() else "done. ")
+                        + (f"Greedy accuracy falls below 10% at length {below} "
+                           f"({below / train_range[1]:.1f}x the longest training length)." if below else
+                           "Greedy accuracy stayed at or above 10% at every evaluated length."))
