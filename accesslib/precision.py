@@ -1,0 +1,127 @@
+"""Finite precision on a real model: close prompts give the same output, outputs saturate.
+
+Two measurements behind notebook 07 (shared/PAPER.md section 2), on any causal LM with m soft
+prompt vectors (memory) and greedy decoding of n tokens:
+
+- :func:`perturbation_test` - take a memory vector z, add perturbations of L2 size t in random
+  directions, and check whether (i) the perturbed input is bit-for-bit the same number in the
+  model's dtype and (ii) the greedy output is the same. With eps_in = max|z_i| * u (u the unit
+  roundoff of the dtype: fp32 2^-24, bf16 2^-8, fp16 2^-11), perturbations far below eps_in
+  are rounded away (same input, hence same output); larger ones leave the output unchanged
+  as long as they stay inside the decoder cell, then outputs start to differ.
+- :func:`saturation_test` - prompts on a k x k grid of spacing s in a small square of a 2-D
+  plane through z: the number of distinct greedy outputs against the number of prompts. With
+  the square fixed, a denser grid adds prompts but, past a point, no new outputs: the square
+  meets only a bounded number of output cells.
+
+These are illustrations measured here, not the paper's experiments.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from .bounds import UNIT_ROUNDOFF, canonical_dtype
+
+
+def _unwrap(model):
+    return getattr(model, "model", model) if not hasattr(model, "get_input_embeddings") else model
+
+
+def _check_int(name, v, low, high):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not low <= v <= high:
+        raise ValueError(f"{name} must be a whole number in {low}..{high}; got {v!r}")
+    return int(v)
+
+
+@torch.no_grad()
+def greedy_outputs(model, memory: torch.Tensor, n: int, *, batch=512) -> np.ndarray:
+    """Greedy outputs [k, n] for k memory prompts [k, m, d] (batched; accesslib.cramming's loop)."""
+    from .cramming import _greedy_batch
+
+    model = _unwrap(model)
+    n = _check_int("n", n, 1, 256)
+    outs = []
+    for i in range(0, len(memory), batch):
+        mem = memory[i : i + batch]
+        outs.append(_greedy_batch(model, [], mem, torch.zeros(len(mem), 0, dtype=torch.long), n).cpu())
+    return torch.cat(outs).numpy()
+
+
+def model_dtype_name(model) -> str:
+    return canonical_dtype(str(next(_unwrap(model).parameters()).dtype))
+
+
+def base_memory(model, m=1, seed=0) -> torch.Tensor:
+    """A random memory [m, d]: standard normal times the std of the input embeddings (PAPER.md s.5)."""
+    model = _unwrap(model)
+    m = _check_int("m", m, 1, 64)
+    w = model.get_input_embeddings().weight.detach().float()
+    g = torch.Generator().manual_seed(int(seed))
+    return torch.randn(m, w.shape[1], generator=g) * w.std()
+
+
+def input_eps(memory: torch.Tensor, dtype: str) -> float:
+    """eps_in = max|z_i| * unit roundoff of ``dtype`` (the rounding scale of the largest entry)."""
+    return float(memory.abs().max()) * UNIT_ROUNDOFF[canonical_dtype(dtype)]
+
+
+def perturbation_test(model, n=8, radii=None, *, m=1, directions=16, seed=0, memory=None):
+    """Same input / same output fractions for perturbations of L2 size t (see module doc).
+
+    Returns dict(radii, eps (eps_in), same_input [len], same_output [len], base (ids),
+    dtype). ``radii`` default: eps_in * 10^(-2..9) (up to beyond |z|).
+    """
+    model = _unwrap(model)
+    directions = _check_int("directions", directions, 1, 4096)
+    dt = model_dtype_name(model)
+    mdt = next(model.parameters()).dtype
+    z = base_memory(model, m, seed) if memory is None else torch.as_tensor(memory, dtype=torch.float32)
+    eps = input_eps(z, dt)
+    radii = np.asarray(eps * 10.0 ** np.arange(-2, 9.01, 0.5) if radii is None else radii, dtype=float)
+    if radii.ndim != 1 or np.any(radii < 0) or not np.isfinite(radii).all():
+        raise ValueError("radii must be a 1-D list of finite sizes >= 0")
+    g = torch.Generator().manual_seed(int(seed) + 1)
+    u = torch.randn(directions, *z.shape, generator=g, dtype=torch.float64)
+    u /= u.flatten(1).norm(dim=1)[:, None, None]
+    # perturb in float64, then round once to the model's dtype: what the model actually receives
+    zz = z.double()[None] + torch.as_tensor(radii)[:, None, None, None] * u[None]      # [R, D, m, d]
+    inputs = zz.to(mdt).float().reshape(-1, *z.shape)
+    base_in = z.to(mdt).float()
+    same_in = (inputs == base_in[None]).flatten(1).all(1).reshape(len(radii), directions)
+    outs = greedy_outputs(model, torch.cat([base_in[None], inputs]), n)
+    base_out, outs = outs[0], outs[1:].reshape(len(radii), directions, n)
+    same_out = (outs == base_out[None, None]).all(-1)
+    return dict(radii=radii, eps=eps, dtype=dt, base=base_out.tolist(),
+                same_input=same_in.double().mean(1).numpy(), same_output=same_out.mean(1))
+
+
+def saturation_test(model, n=8, width=1.0, ks=(2, 4, 8, 16, 32), *, m=1, seed=0, memory=None):
+    """Distinct greedy outputs of k*k prompts on a grid in a square of side ``width``.
+
+    The square lies in the plane through z spanned by two random orthonormal directions (of
+    the whole [m, d] memory); grid spacing s = width / (k - 1). ``width`` is in units of the
+    embedding std times sqrt(d) (the typical norm of a memory vector), so 1.0 is a region as
+    wide as the prompts themselves. Returns dict(ks, prompts, spacing, distinct).
+    """
+    model = _unwrap(model)
+    if not (isinstance(width, (int, float)) and math.isfinite(width) and width > 0):
+        raise ValueError(f"width must be a number > 0; got {width!r}")
+    ks = [_check_int("k", int(k), 2, 128) for k in ks]
+    z = base_memory(model, m, seed) if memory is None else torch.as_tensor(memory, dtype=torch.float32)
+    scale = float(z.norm() / math.sqrt(z.shape[0]))
+    g = torch.Generator().manual_seed(int(seed) + 2)
+    q, _ = torch.linalg.qr(torch.randn(z.numel(), 2, generator=g))
+    u, v = q[:, 0].reshape(z.shape), q[:, 1].reshape(z.shape)
+    distinct, spacing = [], []
+    for k in ks:
+        a = torch.linspace(-0.5, 0.5, k) * width * scale
+        A, B = torch.meshgrid(a, a, indexing="ij")
+        mem = z[None] + A.reshape(-1, 1, 1) * u[None] + B.reshape(-1, 1, 1) * v[None]
+        outs = greedy_outputs(model, mem, n)
+        distinct.append(len({tuple(r) for r in outs.tolist()}))
+        spacing.append(width * scale / (k - 1))
+    return dict(ks=np.array(ks), prompts=np.array(ks) ** 2, spacing=np.array(spacing),
+                distinct=np.array(distinct), scale=scale)
