@@ -580,7 +580,7 @@ def _make_client(spec: SweepSpec, scheduler, workers):
 def run_sweep(spec, *, scheduler: str | None = None, workers: int | None = None, client=None,
               store: str | os.PathLike | None = None, progress: bool = True,
               on_job_done: Callable[[JobResult], None] | None = None, stop=None,
-              write: str | None = None) -> SweepReport:
+              write: str | None = None, on_start: Callable[[str], None] | None = None) -> SweepReport:
     """Run a sweep (a spec, a dict or a YAML path) and return a :class:`SweepReport`.
 
     scheduler: None or "local": a ``LocalCluster`` (``workers`` processes, 1 thread each,
@@ -593,6 +593,7 @@ def run_sweep(spec, *, scheduler: str | None = None, workers: int | None = None,
     stop: threading.Event (or callable) that ends the sweep early: running jobs stop between
         steps and keep what they finished, waiting jobs are cancelled.
     write: "worker" / "client" / "auto" (see the module docstring).
+    on_start(dashboard_link): called once the Dask client is up (the link is also printed).
 
     Ctrl-C does the same as ``stop`` and closes the client and the LocalCluster cleanly; run
     the same sweep again to resume.
@@ -654,7 +655,8 @@ def run_sweep(spec, *, scheduler: str | None = None, workers: int | None = None,
         elif scheduler == "inprocess":
             _run_inprocess(spec, todo, submit_args, finished, stop, stop_fn, report)
         else:
-            _run_dask(spec, todo, submit_args, finished, stop_fn, report, scheduler, workers, client, bar)
+            _run_dask(spec, todo, submit_args, finished, stop_fn, report, scheduler, workers, client, bar,
+                      on_start)
     finally:
         if bar is not None:
             bar.close()
@@ -677,7 +679,8 @@ def _run_inprocess(spec, todo, submit_args, finished, stop, stop_fn, report):
             report.failed.append((job, f"{type(e).__name__}: {e}"))
 
 
-def _run_dask(spec, todo, submit_args, finished, stop_fn, report, scheduler, workers, client, bar):
+def _run_dask(spec, todo, submit_args, finished, stop_fn, report, scheduler, workers, client, bar,
+                      on_start):
     import uuid
     from distributed import Event, wait
 
@@ -692,7 +695,12 @@ def _run_dask(spec, todo, submit_args, finished, stop_fn, report, scheduler, wor
         client.register_plugin(_worker_plugin(spec.torch_threads, gpu_per_worker, local=cluster is not None))
         report.dashboard_link = client.dashboard_link
         msg = f"Dask dashboard: {client.dashboard_link}  ({len(todo)} jobs to run)"
-        bar.write(msg) if bar is not None else log.info(msg)
+        if bar is not None:
+            bar.write(msg)
+        else:
+            log.info(msg)
+        if on_start is not None:
+            on_start(client.dashboard_link)
         token = uuid.uuid4().hex[:8]
         stop_name = f"accesslib-sweep-stop-{token}"
         remote_stop = Event(stop_name, client=client)
@@ -829,6 +837,7 @@ class SweepRun:
         self.error: BaseException | None = None
         self._stop = threading.Event()
         self._user_cb = on_job_done
+        self.dashboard_link: str | None = None
         self._kwargs = dict(run_kwargs)
         self._kwargs.setdefault("progress", True)
         self._thread = threading.Thread(target=self._main, name="accesslib-sweep", daemon=True)
@@ -842,10 +851,13 @@ class SweepRun:
             except Exception:  # a broken plot callback must not kill the sweep
                 log.exception("on_job_done callback failed")
 
+    def _on_start(self, link: str):
+        self.dashboard_link = link
+
     def _main(self):
         try:
             self.report = run_sweep(self.spec, on_job_done=self._on_job_done, stop=self._stop,
-                                    **self._kwargs)
+                                    on_start=self._on_start, **self._kwargs)
             self.done = self.report.skipped + self.report.done
         except BaseException as e:  # reported through .error, shown by the notebook
             self.error = e
