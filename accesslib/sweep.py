@@ -57,7 +57,6 @@ __all__ = ["SweepSpec", "ModelSpec", "Job", "JobResult", "SweepReport", "SweepRu
 
 log = logging.getLogger(__name__)
 
-_SEARCH_KEYS = ("method",)
 _DEVICES = ("cpu", "cuda", "auto")
 _WRITE = ("auto", "worker", "client")
 
@@ -196,6 +195,14 @@ class SweepSpec:
             if not isinstance(self.search, Mapping):
                 raise ValueError(f"search must be a mapping with a 'method', got {self.search!r}")
             self.search = dict(self.search)
+            method = self.search.get("method", "bisect")
+            if method not in ("bisect", "paper"):
+                raise ValueError(f"search method must be 'bisect' or 'paper' (a fixed grid is "
+                                 f"'lengths:'), got {method!r}")
+            unknown = set(self.search) - {"method", "pilot", "precision", "max_length", "start"}
+            if unknown:
+                raise ValueError(f"search: unknown options {sorted(unknown)}; allowed: method, pilot, "
+                                 "precision, max_length, start")
         if not isinstance(self.engine, Mapping):
             raise ValueError(f"engine must be a mapping of cram() settings, got {self.engine!r}")
         self.engine = dict(self.engine)

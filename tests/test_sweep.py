@@ -63,10 +63,15 @@ def test_example_parses_and_splits_one_job_per_length(tmp_path):
     (dict(workers=0), "workers must"), (dict(write="nfs"), "write must"), (dict(lengths=[]), "lengths must"),
     (dict(models=[{"tiny": {"d": 8}}]), "family"), (dict(models=[]), "models"),
     (dict(colour="red"), "unknown sweep keys"),
+    (dict(lengths=None, search={"method": "grid"}), "search method"),
+    (dict(lengths=None, search={"method": "bisect", "steps": 3}), "unknown options"),
 ])
 def test_bad_descriptions_name_the_parameter(tmp_path, change, word):
+    import yaml
+    data = yaml.safe_load(EXAMPLE.read_text())
+    data.update(change)
     with pytest.raises(ValueError, match=word):
-        sweep.load_spec(EXAMPLE, **change)
+        sweep.load_spec(data)
 
 
 def test_bad_yaml_and_missing_file():
