@@ -176,10 +176,14 @@ def _resolve_short_name(name: str):
 
 
 def _from_pretrained(target: str, dt: torch.dtype, trust_remote_code: bool, local_only: bool):
+    import transformers
     from transformers import AutoModelForCausalLM
+    # transformers >= 4.56 calls it `dtype`; older releases only know `torch_dtype`
+    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    key = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
     return AutoModelForCausalLM.from_pretrained(
-        target, dtype=dt, use_safetensors=True, trust_remote_code=trust_remote_code,
-        local_files_only=local_only)
+        target, use_safetensors=True, trust_remote_code=trust_remote_code,
+        local_files_only=local_only, **{key: dt})
 
 
 def _load_tokenizer(target: str, trust_remote_code: bool, local_only: bool):
