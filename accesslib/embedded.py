@@ -117,8 +117,8 @@ def training_table(models: list[str] | None = None) -> str:
     """Markdown table of the shipped models' training records (``training.json``): size,
     steps, training time, final train / held-out loss (nats/token) against ln|V|, held-out bits
     per byte, and the command that reproduces each model."""
-    rows = ["| model | d | |V| | layers | params | steps | train time | train loss | held-out loss "
-            "| ln|V| | held-out bits/byte | command |",
+    rows = ["| model | d | \\|V\\| | layers | params | steps | train time | train loss | held-out loss "
+            "| ln\\|V\\| | held-out bits/byte | command |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name in models if models is not None else names():
         r = info(name)
