@@ -27,14 +27,6 @@ from .widgets import App
 _DESC = {"description_width": "120px"}
 
 
-class _FullRedraw:
-    """These apps move many artists at once: always repaint the whole figure."""
-
-    def redraw(self):
-        self.invalidate()
-        super().redraw()
-
-
 def parse_int_list(text: str, name: str, *, low: int = 1) -> list[int]:
     """'1, 2, 4' -> [1, 2, 4]; a ValueError naming ``name`` otherwise."""
     parts = [p for p in str(text).replace(";", ",").replace(" ", ",").split(",") if p]
@@ -67,7 +59,7 @@ def model_choices(policy=None) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 # 02: cramming live
 # ---------------------------------------------------------------------------------------------
-class CrammingApp(_FullRedraw, App):
+class CrammingApp(App):
     """Run cramming on a chosen model and watch the accessibility curve appear."""
 
     figsize = (10.0, 3.9)
@@ -362,7 +354,7 @@ def predicted_slopes(bundle: dict, eps: float, r: float) -> dict:
     return out
 
 
-class PredictedApp(_FullRedraw, App):
+class PredictedApp(App):
     """n* = C*m (predicted lines) against measured n50 by m (markers with error bars)."""
 
     figsize = (9.0, 5.2)
@@ -464,7 +456,7 @@ def family_table(names=None, *, bound="ball", dtype="paper") -> list[dict]:
     return rows
 
 
-class SlopeApp(_FullRedraw, App):
+class SlopeApp(App):
     """Measured slope a against d and against ln|V| over the embedded family, next to C."""
 
     figsize = (10.5, 4.0)

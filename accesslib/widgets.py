@@ -186,12 +186,14 @@ class App:
 
         When no axis limit changed, only the moving artists are redrawn over the cached
         background (blitting: a few ms); otherwise a full draw (ipympl: when the browser asks).
-        The image fallback then encodes the canvas as a PNG.
+        The image fallback then encodes the canvas as a PNG. An app that lists no animated
+        artists gets a full draw every time (its cached background would be stale).
         """
         canvas = self.fig.canvas
-        for a in self.animated_artists():
+        moving = self.animated_artists()
+        for a in moving:
             a.set_animated(True)
-        if self._bg is not None and self._bg_key == self._layout_key():
+        if moving and self._bg is not None and self._bg_key == self._layout_key():
             canvas.restore_region(self._bg)
             self._draw_animated()
             if self.canvas_mode == "ipympl":
