@@ -240,6 +240,11 @@ class CrammingApp(App):
             with self.policy.run_slot():
                 self.set_status(f"loading {req['model']} ...")
                 lm = self._load(req["model"], req["device"])
+                if req["device"] == "cpu" and lm.facts.n_params < 10_000_000:
+                    # tiny models are bound by per-step overhead: one thread is as fast, and
+                    # leaves the other cores to the page and to other visitors
+                    import torch
+                    torch.set_num_threads(1)
                 from .experiments import accessibility_curve
 
                 per_m = req["samples"] * (len(req["lengths"]) if req["lengths"] else 6)

@@ -14,7 +14,7 @@ This module imports no torch: it only finds files and reads text/json.
 
     >>> from accesslib import embedded
     >>> embedded.resolve(embedded.DEFAULT)      # doctest: +SKIP
-    PosixPath('.../accesslib/data/models/tiny-d32-v1024')
+    PosixPath('.../accesslib/data/models/tiny-d32-v257')
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-DEFAULT = "tiny-d32-v1024"
+DEFAULT = "tiny-d32-v257"
 """Name of the default embedded model (the smallest of the family)."""
 
 SPLITS = ("train", "heldout")

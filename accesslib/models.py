@@ -31,7 +31,7 @@ _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float": torch.float
            "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
            "float16": torch.float16, "fp16": torch.float16, "half": torch.float16}
 
-_FALLBACK_DEFAULT = "tiny-d32-v1024"
+_FALLBACK_DEFAULT = "tiny-d32-v257"
 
 
 @dataclass

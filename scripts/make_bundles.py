@@ -7,7 +7,7 @@ interrupted run resumes where it stopped. Then docs/cramming-results.md is rewri
 bundles (``--table-only`` does just that).
 
     python scripts/make_bundles.py                         # every embedded model, m = 1..4
-    python scripts/make_bundles.py --models tiny-d32-v1024 --m 1 2 3 4 --samples 16
+    python scripts/make_bundles.py --models tiny-d32-v257 --m 1 2 3 4 --samples 16
     python scripts/make_bundles.py --fast --out /tmp/b     # a small subset, for tests
 """
 from __future__ import annotations
@@ -77,11 +77,17 @@ def main(argv=None):
     p.add_argument("--table", default=str(ROOT / "docs" / "cramming-results.md"))
     p.add_argument("--table-only", action="store_true")
     p.add_argument("--no-geometry", action="store_true")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads (tiny models are overhead-bound: 1 is fastest, and fair on a shared CPU)")
     p.add_argument("--fast", action="store_true", help="tiny settings (tests): 2 strings, m=1,2, 40 steps")
     a = p.parse_args(argv)
 
+    import torch
+
     from accesslib import bundles, embedded
     from accesslib.store import ResultsStore
+
+    torch.set_num_threads(max(1, a.threads))
 
     if not a.table_only:
         models = a.models or embedded.names()

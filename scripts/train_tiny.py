@@ -16,7 +16,7 @@ What it does, in order (all seeded, so one command gives one model):
 Example (the default embedded model):
 
     python scripts/train_tiny.py --d 32 --vocab 1024 --layers 4 --steps 6000 \\
-        --out accesslib/data/models/tiny-d32-v1024
+        --out accesslib/data/models/tiny-d32-v257
 """
 from __future__ import annotations
 
