@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 # FAST=1 makes notebooks use tiny workloads (what nbval and the browser tests use).
 export ACCESSLIB_FAST ?= 0
 
-.PHONY: app test test-fast setup real chromium bench clean
+.PHONY: app test test-real setup real chromium bench clean
 
 setup: $(STAMP)
 
@@ -48,6 +48,10 @@ real: setup
 test: setup chromium
 	ACCESSLIB_FAST=1 $(PY) -m pytest -q -rs tests
 	ACCESSLIB_FAST=1 $(PY) -m pytest -q -rs --nbval-lax -p no:cacheprovider notebooks
+
+# The real-model tests (SmolLM2-135M, Gemma-3-270M: cram a sentence into one vector on CPU).
+test-real: real
+	ACCESSLIB_FAST=1 $(PY) -m pytest -q -rs -m slow tests
 
 bench: setup
 	$(PY) benchmarks/bounds_update.py

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def table_markdown(directory=None) -> str:
     """Markdown tables from the bundles in ``directory``: n50 per m, then the family slopes."""
-    from accesslib import bundles
+    from accesslib import bundles, embedded
     from accesslib.cram_apps import family_table
 
     names = bundles.available("cram") if directory is None else [
@@ -31,6 +31,9 @@ def table_markdown(directory=None) -> str:
     lines = ["# Cramming results measured by this project", "",
              "Produced by `python scripts/make_bundles.py` (do not edit by hand); every number below",
              "comes from the bundles in `accesslib/data/bundles/`.", "",
+             "## The embedded models (training records)", "",
+             "From each model's `training.json` (`accesslib.embedded.training_table()`).", "",
+             embedded.training_table([n for n in names if n in embedded.names()]), "",
              "## n50 by m (natural-text targets, logistic fit, ± stderr)", "",
              "| model | d | V | m | lengths measured | strings | n50 | wall time (s) |",
              "|---|---|---|---|---|---|---|---|"]
