@@ -1,0 +1,76 @@
+"""Real-browser tests of the apps 02-08 in Voila (Debian chromium driven by Playwright)."""
+import os
+
+import pytest
+
+from conftest import app_url, assert_no_error, figure_png, open_app, slider, wait_idle
+
+pytestmark = pytest.mark.browser
+
+SHOTS = os.environ.get("ACCESSLIB_SCREENSHOTS")
+
+
+def _button(page, text):
+    return page.locator("button", has_text=text).first
+
+
+def test_cramming_app_run_shows_rows_and_curve_then_stop(voila_server, page):
+    # from the index, as a user would
+    page.goto(app_url(voila_server, "00-index.ipynb"))
+    link = page.locator("a[href*='02-cramming-live.ipynb']").first
+    link.wait_for(timeout=60000)
+    link.click()
+    page.wait_for_url("**/voila/render/02-cramming-live.ipynb", timeout=60000)
+    open_app(page, voila_server, "02-cramming-live.ipynb")
+    assert_no_error(page)
+    before = figure_png(page)
+    _button(page, "Run").click()
+    # a first result row appears (header + at least one string), and the curve is drawn
+    page.wait_for_function(
+        "() => document.querySelectorAll('.accesslib-results tr').length >= 2", timeout=180000)
+    wait_idle(page, 2500)
+    assert figure_png(page) != before, "the accessibility curve / loss did not update"
+    rows = page.locator(".accesslib-results tr").all_inner_texts()
+    assert any(("✔" in r or "✘" in r) for r in rows[1:]), rows
+    if SHOTS:
+        page.screenshot(path=os.path.join(SHOTS, "02-running.png"), full_page=True)
+    _button(page, "Stop").click()
+    page.wait_for_function(
+        "() => /stopped|finished/.test(document.querySelector('.accesslib-status').innerText)",
+        timeout=180000)
+    assert_no_error(page)
+    # the page still responds: a bad request now gets its message from the kernel
+    field = page.locator(".widget-text", has=page.locator(".widget-label", has_text="m values")).locator("input")
+    field.fill("1, x")
+    field.press("Enter")
+    _button(page, "Run").click()
+    page.wait_for_function(
+        "() => document.querySelector('.accesslib-error').innerText.includes('m values')", timeout=60000)
+
+
+def test_predicted_vs_measured_eps_slider_moves_the_line(voila_server, page):
+    open_app(page, voila_server, "03-predicted-vs-measured.ipynb")
+    assert_no_error(page)
+    readout = page.locator(".accesslib-readout").first.inner_text()
+    assert "ball bound C" in readout and "measured a" in readout
+    before = figure_png(page)
+    handle = slider(page, "ε / r").locator(".noUi-handle").first
+    handle.focus()
+    for _ in range(20):
+        handle.press("ArrowRight")
+    wait_idle(page, 2500)
+    assert page.locator(".accesslib-readout").first.inner_text() != readout
+    assert figure_png(page) != before
+    assert_no_error(page)
+
+
+@pytest.mark.parametrize("notebook", [
+    "04-what-sets-the-slope.ipynb", "05-geometry.ipynb", "06-copy-task.ipynb",
+    "07-packing-and-precision.ipynb", "08-unbounded-context.ipynb"])
+def test_app_page_opens_complete_without_error(voila_server, page, notebook):
+    open_app(page, voila_server, notebook)
+    wait_idle(page, 2000)
+    assert_no_error(page)
+    assert not [e for e in page.console_errors if "Traceback" in e]
+    if SHOTS:
+        page.screenshot(path=os.path.join(SHOTS, notebook.replace(".ipynb", ".png")), full_page=True)
