@@ -98,7 +98,7 @@ class CrammingApp(App):
                                         style=_DESC, layout=W.Layout(width="220px"))
         self.protocol = W.Dropdown(options=[("fast (ours)", "fast"), ("paper [A]", "paper")], value="fast",
                                    description="protocol", style=_DESC, layout=W.Layout(width="220px"))
-        self.max_steps = W.BoundedIntText(value=30 if fast else 300, min=1, max=100000,
+        self.max_steps = W.BoundedIntText(value=30 if fast else 1000, min=1, max=100000,
                                           description="max steps", style=_DESC, layout=W.Layout(width="220px"))
         self.run_button = W.Button(description="Run", button_style="success", icon="play")
         self.stop_button = W.Button(description="Stop", button_style="danger", icon="stop", disabled=True)
