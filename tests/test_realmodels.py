@@ -182,8 +182,9 @@ def test_crams_a_natural_sentence_into_one_vector(name):
 
 
 # Tuned on this CPU (docs/real-models.md): the paper's AdamW (betas 0.9/0.9, weight decay 0.01)
-# with a 5x higher peak rate, a short warm-up and cosine decay. Measured: SmolLM2 crams SENTENCE
-# (18 tokens) in 147 steps; Gemma-3 needs more (17/18 tokens after 300 steps).
+# with a 5x higher peak rate, a short warm-up and cosine decay. Measured with these settings:
+# SmolLM2 crams SENTENCE (18 tokens) in 147 steps, Gemma-3 (18 tokens) in 375 steps (with
+# max_steps=300 it stopped at 17/18 tokens right).
 CRAM_SETTINGS = {
     "smollm2-135m": dict(lr=5e-2, schedule="warmup_cosine", max_steps=300, patience=100, seed=0),
     "gemma-3-270m": dict(lr=5e-2, schedule="warmup_cosine", max_steps=600, patience=150, seed=0),
