@@ -51,7 +51,7 @@ test: setup chromium
 
 # The real-model tests (SmolLM2-135M, Gemma-3-270M: cram a sentence into one vector on CPU).
 test-real: real
-	ACCESSLIB_FAST=1 $(PY) -m pytest -q -rs -m slow tests
+	ACCESSLIB_SLOW=1 ACCESSLIB_FAST=1 $(PY) -m pytest -q -rs -m slow tests
 
 bench: setup
 	$(PY) benchmarks/bounds_update.py
