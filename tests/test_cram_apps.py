@@ -34,6 +34,7 @@ def store(tmp_path):
 
 def _app(store, **kw):
     app = CrammingApp(store=store, canvas="agg", fast=True, **kw)
+    app.source.value = "tokens"   # random tokens: no two strings alike (each string is one store row)
     app.lengths.value = "2, 3"
     app.samples.value = 2
     app.max_steps.value = 40
