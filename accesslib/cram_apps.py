@@ -362,7 +362,7 @@ def predicted_slopes(bundle: dict, eps: float, r: float) -> dict:
 class PredictedApp(App):
     """n* = C*m (predicted lines) against measured n50 by m (markers with error bars)."""
 
-    figsize = (9.0, 5.2)
+    figsize = (10.0, 5.2)
 
     def __init__(self, *, model=None, canvas="auto", published=True):
         super().__init__(canvas=canvas)
@@ -381,12 +381,13 @@ class PredictedApp(App):
         self.show_published = W.Checkbox(value=published, description="paper's published n50 points")
         self.controls.children = [W.HBox([self.model, self.show_published]), self.r, self.eps_rel]
         ax = self.fig.add_subplot(1, 1, 1)
-        self.fig.subplots_adjust(left=0.1, right=0.97, bottom=0.11, top=0.93)
+        self.fig.subplots_adjust(left=0.09, right=0.7, bottom=0.11, top=0.95)
         self.art = cram_plots.plot_n50_vs_m(ax, m_max=5)
-        pub = {}
+        pub, markers = {}, {}
         for p in reference.n50_points():
             label = f"{p['model'].split('/')[-1]} {p['dataset']} [A]"
-            pub[label] = (p["m"], p["n50"], _PUBLISHED_COLORS.get(p["dataset"], "#7f7f7f"))
+            marker = markers.setdefault(p["model"], "s^Dv"[len(markers) % 4])   # one shape per model
+            pub[label] = (p["m"], p["n50"], _PUBLISHED_COLORS.get(p["dataset"], "#7f7f7f"), marker)
         cram_plots.plot_published(self.art, pub)
         self.model.observe(self._on_model, names="value")
         for w in (self.r, self.eps_rel, self.show_published):

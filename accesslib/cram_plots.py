@@ -130,21 +130,21 @@ def plot_n50_vs_m(ax, m_max=5):
                      zorder=5, **STYLE["marker"])
     (fit,) = ax.plot([], [], color=COLORS["measured"], **STYLE["fit"], label="fitted slope")
     art["measured"], art["fit"] = eb, fit
-    art["text"] = ax.text(0.02, 0.98, "", transform=ax.transAxes, va="top", fontsize=8.5, family="monospace",
-                          bbox=dict(boxstyle="round", fc="white", ec="#cccccc", alpha=0.9))
+    art["text"] = ax.text(1.01, 0.0, "", transform=ax.transAxes, va="bottom", ha="left", fontsize=7.5,
+                          family="monospace", bbox=dict(boxstyle="round", fc="white", ec="#cccccc", alpha=0.9))
     return art
 
 
 def update_bound_lines(art, slopes: dict):
     """``slopes``: {bound name: C or None}; a line n = C*m per bound, in place."""
     ax = art["ax"]
-    ms = np.arange(0, art["m_max"] + 2)
+    ms = np.linspace(0.5, art["m_max"] + 0.5, 41)   # m > 0: the y axis is logarithmic
     for name, C in slopes.items():
         if name not in art["bounds"]:
             (line,) = ax.plot([], [], color=COLORS["predicted"], ls=BOUND_STYLES.get(name, "-"),
                               lw=2.0 if name == "ball" else 1.5, label=f"n* = C·m ({name} bound)")
             art["bounds"][name] = line
-            ax.legend(fontsize=7.5, loc="lower right")
+            _outside_legend(ax)
         if C is None or not math.isfinite(C):
             art["bounds"][name].set_data([], [])
         else:
@@ -163,12 +163,17 @@ def update_measured(art, ms, n50s, stderrs, slope=None, intercept=None):
 
 
 def plot_published(art, datasets):
-    """``datasets``: {label: (ms, n50s, color)} published points as faint markers (drawn once)."""
+    """``datasets``: {label: (ms, n50s, color, marker)} published points as faint markers (drawn once)."""
     ax = art["ax"]
-    for label, (ms, n50s, color) in datasets.items():
-        (pts,) = ax.plot(ms, n50s, ls="none", marker="s", ms=5, color=color, alpha=0.45, label=label)
+    for label, (ms, n50s, color, marker) in datasets.items():
+        (pts,) = ax.plot(ms, n50s, ls="none", marker=marker, ms=5, color=color, alpha=0.5, label=label)
         art["published"][label] = pts
-    ax.legend(fontsize=7.5, loc="lower right")
+    _outside_legend(ax)
+
+
+def _outside_legend(ax):
+    """Legend to the right of the axes (the plot area is full of lines and points)."""
+    ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
 
 
 def set_y_range(art, values):
