@@ -476,7 +476,7 @@ class SlopeApp(App):
                                      description="ε from", style={**_DESC, "button_width": "90px"})
         self.controls.children = [W.HBox([self.bound]), self.dtype]
         axes = [self.fig.add_subplot(1, 3, i) for i in (1, 2, 3)]
-        self.fig.subplots_adjust(left=0.07, right=0.98, bottom=0.17, top=0.86, wspace=0.38)
+        self.fig.subplots_adjust(left=0.08, right=0.98, bottom=0.17, top=0.88, wspace=0.4)
         self.axes = axes
         for ax, xl in zip(axes[:2], ["d (model width), |V| fixed", "ln|V|, d fixed"]):
             ax.set_xlabel(xl)
@@ -494,7 +494,10 @@ class SlopeApp(App):
             ax = axes[i]
             self._art[i] = dict(
                 a=ax.errorbar([], [], yerr=[], color=COLORS["measured"], label="measured slope a", **STYLE["marker"]),
-                C=ax.plot([], [], color=COLORS["predicted"], marker="", lw=2, label="predicted C")[0])
+                C=ax.plot([], [], color=COLORS["predicted"], marker="_", ms=14, mew=2, lw=2, label="predicted C")[0])
+            from matplotlib.ticker import NullFormatter, ScalarFormatter
+            ax.yaxis.set_major_formatter(ScalarFormatter())
+            ax.yaxis.set_minor_formatter(NullFormatter())
             ax.legend(fontsize=7.5, loc="best")
         self._ratio = axes[2].plot([], [], ls="none", marker="o", color=COLORS["measured"])[0]
         self._ratio_mean = axes[2].axhline(float("nan"), **STYLE["refline"])
