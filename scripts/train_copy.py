@@ -150,7 +150,10 @@ def main(argv=None):
             a.weights.rmdir()
             print(f"weights {size / 1e6:.1f} MB > 2 MB: not kept", flush=True)
         else:
-            bundle["weights"] = {"path": str(a.weights.relative_to(ROOT)), "bytes": size}
+            w = a.weights.resolve()
+            # repo-relative when the weights live in the repo (the shipped case), else absolute
+            path = str(w.relative_to(ROOT)) if w.is_relative_to(ROOT) else str(w)
+            bundle["weights"] = {"path": path, "bytes": size}
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(bundle, indent=1) + "\n")
     print(f"wrote {a.out}", flush=True)
