@@ -566,3 +566,89 @@ class SlopeApp(App):
             + f"<p>C/a ranges over a factor {spread:.2f} across the family (mean {mean:.1f}).</p>")
         self.values = dict(rows=rows, ratio_mean=mean, ratio_spread=spread)
         self.redraw()
+
+
+# ---------------------------------------------------------------------------------------------
+# 03 (second cell): launch a small Dask sweep and watch the curves fill in
+# ---------------------------------------------------------------------------------------------
+def default_sweep(fast: bool = FAST) -> dict:
+    """A small sweep of the default model: m = 1, 2 on a fixed grid of lengths (natural text)."""
+    from . import embedded
+    from .config import home
+
+    return dict(name="notebook-sweep", models=[embedded.DEFAULT], m=[1, 2], source="natural",
+                samples=2 if fast else 8, seeds=[0], lengths=[2, 4] if fast else [4, 6, 8, 10, 12, 16, 20],
+                engine=dict(protocol="fast", max_steps=30 if fast else 1000),
+                store=str(home() / "sweeps.sqlite"), torch_threads=1)
+
+
+class SweepApp(App):
+    """Run a sweep (accesslib.sweep) on a Dask LocalCluster from the page: progress, dashboard
+    link, and the accessibility curves read from the results store after every job."""
+
+    figsize = (7.5, 3.4)
+
+    def __init__(self, *, spec=None, scheduler=None, policy=None, canvas="auto", fast=FAST):
+        super().__init__(canvas=canvas)
+        from .sweep import load_spec
+
+        self.policy = policy or current_policy()
+        self.spec = load_spec(spec if spec is not None else default_sweep(fast))
+        self.scheduler = scheduler
+        self.run = None
+        self.run_button = W.Button(description="Launch sweep", button_style="success", icon="play")
+        self.stop_button = W.Button(description="Stop", button_style="danger", icon="stop", disabled=True)
+        self.progress = W.IntProgress(value=0, min=0, max=max(1, len(self.spec.jobs())), description="jobs",
+                                      style=_DESC, layout=W.Layout(width="360px"))
+        self.controls.children = [
+            W.HTML(f"<span style='font-size:90%'>sweep: models {', '.join(self.spec.model_labels)}; "
+                   f"m = {self.spec.m}; lengths {self.spec.lengths}; {self.spec.samples} strings each; "
+                   f"store {html.escape(str(self.spec.store_path()))}</span>"),
+            W.HBox([self.run_button, self.stop_button, self.progress])]
+        ax = self.fig.add_subplot(1, 1, 1)
+        self.fig.subplots_adjust(left=0.1, right=0.97, bottom=0.16, top=0.88)
+        self.art = cram_plots.plot_accessibility(ax)
+        self.run_button.on_click(lambda _: self.guard(self.start))
+        self.stop_button.on_click(lambda _: self.run.stop() if self.run is not None else None)
+        self.refresh()
+
+    def start(self):
+        if self.policy.public:
+            raise ValueError("sweeps start worker processes: they are switched off on this public server")
+        if self.run is not None and self.run.running:
+            raise ValueError("a sweep is already running: press Stop first")
+        from .sweep import start_sweep
+
+        self.run = start_sweep(self.spec, on_job_done=lambda res: self.guard(self.update),
+                               scheduler=self.scheduler, progress=False)
+        self.run_button.disabled, self.stop_button.disabled = True, False
+        self.set_status("starting the Dask cluster ...")
+
+    def wait(self, timeout=None):
+        """Block until the sweep ends (scripts and tests); then show its final state."""
+        if self.run is not None:
+            self.run._thread.join(timeout)
+        self.refresh()
+        return self.run is None or not self.run.running
+
+    def update(self):
+        from .sweep import sweep_curves
+
+        counts = self.run.curves() if self.run is not None else sweep_curves(self.spec)
+        model = self.spec.model_labels[0]
+        curves = {m: CrammingApp._curve_from_counts(c) for (mod, m), c in counts.items() if mod == model and c}
+        self.curves = curves
+        cram_plots.update_accessibility(self.art, curves)
+        self.readout.value = " &nbsp;·&nbsp; ".join(
+            f"m={m}: n50 = {c['n50']:.1f}" for m, c in sorted(curves.items()) if math.isfinite(c["n50"]))
+        if self.run is not None:
+            done, total = self.run.progress
+            self.progress.max, self.progress.value = max(1, total), done
+            link = self.run.dashboard_link
+            state = "running" if self.run.running else "finished"
+            if not self.run.running:
+                self.run_button.disabled, self.stop_button.disabled = False, True
+                if self.run.error is not None:
+                    raise ValueError(f"the sweep failed: {self.run.error}")
+            self.set_status(f"{state}: {done}/{total} jobs" + (f"; Dask dashboard: {link}" if link else ""))
+        self.redraw()

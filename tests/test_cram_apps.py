@@ -186,3 +186,21 @@ def test_slope_app_family_table(tmp_path, monkeypatch):
     app.dtype.value = "float32"
     assert app._art[0]["C"].get_ydata()[0] == pytest.approx(
         before[0] * math.log1p(2 * 2.0**24) / math.log(4097))
+
+
+def test_sweep_app_runs_in_process_and_fills_the_curve(tmp_path):
+    from accesslib.cram_apps import SweepApp, default_sweep
+
+    spec = dict(default_sweep(fast=True), store=str(tmp_path / "s.sqlite"), source="tokens")
+    app = SweepApp(spec=spec, scheduler="inprocess", canvas="agg")
+    assert app.curves == {} and app.last_error is None
+    app.run_button.click()
+    assert app.wait(timeout=300)
+    assert app.last_error is None, app.last_error
+    assert set(app.curves) == {1, 2}
+    assert all(c["lengths"] == [2, 4] and sum(c["totals"]) == 4 for c in app.curves.values())
+    assert app.progress.value == app.progress.max == 4
+    assert "finished: 4/4 jobs" in app.status.value
+    public = SweepApp(spec=spec, scheduler="inprocess", canvas="agg", policy=public_policy([embedded.DEFAULT]))
+    public.run_button.click()
+    assert "switched off on this public server" in public.last_error
