@@ -19,7 +19,7 @@ import time
 
 import ipywidgets as W
 
-from . import bounds, bundles, cram_plots, reference
+from . import bounds, bundles, cram_plots, plotting, reference
 from .config import FAST
 from .policy import current_policy
 from .widgets import App
@@ -331,7 +331,6 @@ class CrammingApp(App):
 # ---------------------------------------------------------------------------------------------
 # 03: predicted vs measured
 # ---------------------------------------------------------------------------------------------
-_PUBLISHED_COLORS = {"PG19": "#e07b00", "Random": "#2a9d48"}
 
 
 def predicted_slopes(bundle: dict, eps: float, r: float) -> dict:
@@ -387,7 +386,7 @@ class PredictedApp(App):
         for p in reference.n50_points():
             label = f"{p['model'].split('/')[-1]} {p['dataset']} [A]"
             marker = markers.setdefault(p["model"], "s^Dv"[len(markers) % 4])   # one shape per model
-            pub[label] = (p["m"], p["n50"], _PUBLISHED_COLORS.get(p["dataset"], "#7f7f7f"), marker)
+            pub[label] = (p["m"], p["n50"], plotting.dataset_color(p["dataset"]), marker)
         cram_plots.plot_published(self.art, pub)
         self.model.observe(self._on_model, names="value")
         for w in (self.r, self.eps_rel, self.show_published):
