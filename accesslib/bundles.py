@@ -20,6 +20,8 @@ from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
+
 BUNDLE_VERSION = 1
 
 
@@ -121,9 +123,17 @@ def geometry_record(report) -> dict:
     if st.axes is not None:
         rec["semi_axes"] = [float(a) for a in st.axes.semi_axes]
     if report.sconv is not None:
-        rec.update(s_conv=report.sconv.s_conv, s_conv_r2=_finite(report.sconv.r2),
-                   zero_hit_tokens=report.sconv.n_zero, cells_n_samples=report.cells.n_samples,
-                   cells_assign=report.cells.assign)
+        sc, cells = report.sconv, report.cells
+        hit = np.flatnonzero(cells.counts)
+        rec.update(s_conv=sc.s_conv, s_conv_r2=_finite(sc.r2), s_conv_zero_hit=sc.zero_hit,
+                   zero_hit_tokens=sc.n_zero, cells_n_samples=cells.n_samples,
+                   cells_assign=cells.assign, cells_support=cells.support,
+                   cells_sample_limited=bool(sc.sample_limited),
+                   # sparse counts: every token's hits, so s_conv can be refitted under any rule
+                   cell_hits={"tokens": [int(t) for t in hit],
+                              "counts": [int(c) for c in cells.counts[hit]]})
+        if report.sconv_drop is not None:
+            rec["s_conv_drop"] = report.sconv_drop.s_conv
     return rec
 
 

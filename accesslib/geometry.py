@@ -32,11 +32,14 @@ __all__ = [
     "unwrap", "decoder_weights", "final_hidden", "sample_support", "SupportStats", "support_stats",
     "min_pairwise_cosine", "PrincipalAxes", "fit_principal_axes", "greedy_continuations",
     "EffectiveEps", "effective_eps", "CellShares", "cell_shares", "assign_tokens",
-    "log_share_medians", "SConv", "fit_s_conv", "GeometryReport", "geometry_report",
+    "log_share_medians", "SConv", "fit_s_conv", "zero_hit_share", "upper_shares",
+    "GeometryReport",
+    "geometry_report",
 ]
 
 ASSIGNMENTS = ("argmax", "voronoi")
 SUPPORTS = ("box", "ball", "hull")
+ZERO_HIT = ("bound", "drop")
 
 
 # --------------------------------------------------------------------------- model access
@@ -493,10 +496,62 @@ def cell_shares(W, b=None, *, n_samples=None, support="box", assign="argmax", lo
 
 # --------------------------------------------------------------------------- s_conv
 
-def log_share_medians(shares, ks=range(1, 7), *, bins=8192):
-    """Median of the sum of k iid draws of ln p_t (t uniform over tokens with p_t > 0).
+def zero_hit_share(n_samples, level=0.95):
+    """One-sided upper confidence bound on the share of a cell never hit in ``n_samples``
+    uniform draws: the p with (1 - p)^n = 1 - level, i.e. 1 - (1 - level)^(1/n) (about 3/n at
+    95%). A token whose true share were larger would have been hit with probability >= level."""
+    n = int(n_samples)
+    if n < 1:
+        raise ValueError(f"n_samples must be >= 1; got {n_samples!r}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1); got {level!r}")
+    return float(-math.expm1(math.log1p(-level) / n))
 
-    Zero-hit tokens are dropped, as in [A]. The median of a sum of logs is the log of the
+
+def upper_shares(counts, n_samples, level=0.95):
+    """One-sided Clopper-Pearson upper confidence bounds on every share from its hit count:
+    the p with P(Binomial(n, p) <= k) = 1 - level. For k = 0 this is :func:`zero_hit_share`."""
+    from scipy.stats import beta
+
+    k = np.asarray(counts, dtype=float)
+    n = int(n_samples)
+    zero_hit_share(n, level)   # validates n and level
+    if np.any(k < 0) or np.any(k > n):
+        raise ValueError(f"counts must lie in [0, n_samples={n}]")
+    out = np.ones_like(k)
+    inner = k < n
+    out[inner] = beta.ppf(level, k[inner] + 1, n - k[inner])
+    return out
+
+
+def _log_shares(shares, zero_hit, n_samples, level):
+    """ln p_t for the convolution: measured shares with zero-hit tokens dropped ([A]), or every
+    share at its upper confidence bound (:func:`upper_shares`)."""
+    if isinstance(shares, CellShares):
+        n_samples = shares.n_samples if n_samples is None else n_samples
+        shares = shares.shares
+    p = np.asarray(shares, dtype=float)
+    if p.ndim != 1 or np.any(p < 0) or not np.all(np.isfinite(p)):
+        raise ValueError("shares must be a 1-D array of finite shares >= 0")
+    if zero_hit not in ZERO_HIT:
+        raise ValueError(f"zero_hit must be one of {ZERO_HIT}; got {zero_hit!r}")
+    if not np.any(p > 0):
+        raise ValueError("shares must contain at least one positive share")
+    if zero_hit == "drop":
+        return p, np.log(p[p > 0])
+    if n_samples is None:
+        raise ValueError("zero_hit='bound' needs n_samples (or pass the CellShares itself)")
+    return p, np.log(upper_shares(np.rint(p * n_samples), n_samples, level))
+
+
+def log_share_medians(shares, ks=range(1, 7), *, bins=8192, zero_hit="drop", n_samples=None,
+                      level=0.95):
+    """Median of the sum of k iid draws of ln p_t (t uniform over tokens).
+
+    ``shares``: an array of p_t, or a :class:`CellShares`. ``zero_hit="drop"``: the measured
+    shares, tokens never hit left out, as in [A]; ``zero_hit="bound"``: every share at its
+    one-sided upper confidence bound (:func:`upper_shares`; a token never hit gets
+    :func:`zero_hit_share`), which needs ``n_samples`` (taken from a CellShares). The median of a sum of logs is the log of the
     median of the product of k shares (ln is monotone), so this is [A]'s "ln(median)" of the
     k-fold product. The k-fold distribution is the k-fold convolution of the histogram of ln p
     on a grid of ``bins`` points (FFT); each value is rounded to the grid (error <= half a
@@ -504,12 +559,7 @@ def log_share_medians(shares, ks=range(1, 7), *, bins=8192):
     """
     from scipy.signal import fftconvolve
 
-    p = np.asarray(shares, dtype=float)
-    if p.ndim != 1 or np.any(p < 0) or not np.all(np.isfinite(p)):
-        raise ValueError("shares must be a 1-D array of finite shares >= 0")
-    lp = np.log(p[p > 0])
-    if lp.size == 0:
-        raise ValueError("shares must contain at least one positive share")
+    _, lp = _log_shares(shares, zero_hit, n_samples, level)
     ks = [int(k) for k in ks]
     if not ks or min(ks) < 1:
         raise ValueError(f"ks must be whole numbers >= 1; got {ks!r}")
@@ -538,7 +588,10 @@ def log_share_medians(shares, ks=range(1, 7), *, bins=8192):
 
 @dataclass
 class SConv:
-    """Fit of median_k(sum of k ln p) = s_conv * k + intercept over k ([A] section 4)."""
+    """Fit of median_k(sum of k ln p) = s_conv * k + intercept over k ([A] section 4).
+
+    zero_hit: the rule for the shares ("drop" as [A], or "bound"); n_zero tokens never hit.
+    """
     s_conv: float
     intercept: float
     r2: float
@@ -546,9 +599,23 @@ class SConv:
     medians: np.ndarray
     n_tokens: int
     n_zero: int
+    zero_hit: str = "drop"
+    floor: float | None = None   # "bound": ln of the share given to a token never hit
+
+    @property
+    def zero_fraction(self):
+        return self.n_zero / max(1, self.n_tokens + self.n_zero)
+
+    @property
+    def sample_limited(self):
+        """True when at least half the tokens were never hit: the median token's cell is below
+        the Monte Carlo resolution, so with "bound" |s_conv| is about -ln(floor), a lower bound
+        that grows with the number of samples, and with "drop" the estimate describes the hit
+        tokens only."""
+        return self.zero_fraction >= 0.5
 
 
-def fit_s_conv(shares, ks=range(1, 7), *, bins=8192):
+def fit_s_conv(shares, ks=range(1, 7), *, bins=8192, zero_hit="drop", n_samples=None, level=0.95):
     """s_conv (nats/token, negative): least-squares slope of the k-fold log-share medians.
 
     Reading of [A] (PAPER.md section 4): "fit ln(median) against k". ln of the median of the
@@ -556,19 +623,33 @@ def fit_s_conv(shares, ks=range(1, 7), *, bins=8192):
     is s_conv and |s_conv| replaces ln|V| (:func:`accesslib.refined.cell_slope`). By Jensen,
     the mean of ln p_t over the hit tokens is <= -ln(#hit tokens), so |s_conv| >= about ln|V|
     when most tokens are hit: non-uniform cells make tokens dearer.
+
+    Tokens never hit (``zero_hit``, see :func:`log_share_medians`): "drop" is [A]'s rule; it
+    describes the hit tokens only, and when few tokens are hit it can make |s_conv| far too
+    small (even below ln|V|). "bound" puts every share at its 95% upper confidence bound
+    (an unseen token at about 3/N): the true shares are smaller, so the fitted |s_conv| errs
+    low and the cell slope high, i.e. it stays an upper bound on the slope. The two rules
+    converge as N grows. When most tokens are never hit (``sample_limited``) the "bound"
+    value is about ln(N/3): a statement about the Monte Carlo resolution that tightens only
+    with more samples, and which lowers the slope below the ball only once N > 3|V|.
     """
+    if isinstance(shares, CellShares):
+        n_samples = shares.n_samples if n_samples is None else n_samples
+        shares = shares.shares
     p = np.asarray(shares, dtype=float)
     ks = np.array([int(k) for k in ks], dtype=float)
     if ks.size < 2:
         raise ValueError(f"ks must hold at least two values; got {ks.tolist()}")
-    med = log_share_medians(p, ks.astype(int), bins=bins)
+    med = log_share_medians(p, ks.astype(int), bins=bins, zero_hit=zero_hit, n_samples=n_samples,
+                            level=level)
     A = np.vstack([ks, np.ones_like(ks)]).T
     (s, c), *_ = np.linalg.lstsq(A, med, rcond=None)
     pred = A @ np.array([s, c])
     ss = np.sum((med - med.mean()) ** 2)
     r2 = 1.0 - np.sum((med - pred) ** 2) / ss if ss > 0 else 1.0
+    floor = math.log(zero_hit_share(n_samples, level)) if zero_hit == "bound" else None
     return SConv(float(s), float(c), float(r2), ks.astype(int), med, int(np.sum(p > 0)),
-                 int(np.sum(p == 0)))
+                 int(np.sum(p == 0)), zero_hit, floor)
 
 
 # --------------------------------------------------------------------------- the whole report
@@ -585,6 +666,7 @@ class GeometryReport:
     cells: CellShares | None
     sconv: SConv | None
     slopes: dict = field(default_factory=dict)
+    sconv_drop: SConv | None = None   # [A]'s rule (zero-hit tokens dropped), for comparison
 
     def table(self):
         """Rows (kind, C, log_fraction) for printing."""
@@ -593,10 +675,14 @@ class GeometryReport:
 
 def geometry_report(model, *, name=None, dtype="paper", samples=None, lengths=None,
                     per_length=None, n_cells=None, cell_support="box", assign="argmax",
-                    seed=0, progress=True):
+                    zero_hit="bound", seed=0, progress=True):
     """Everything of sections 3-4 for one model: stats, cells, and ball/box/cone/ellipsoid/cell
     slopes. eps = r_inf * unit roundoff of ``dtype`` ('paper': 2^-11 as [A]). The ellipsoid
-    slope is left out when there are no more samples than dimensions (N <= d)."""
+    slope is left out when there are no more samples than dimensions (N <= d). The cell
+    slopes use ``zero_hit`` (default "bound", see :func:`fit_s_conv`); ``sconv_drop`` holds
+    [A]'s rule for comparison."""
+    if zero_hit not in ZERO_HIT:
+        raise ValueError(f"zero_hit must be one of {ZERO_HIT}; got {zero_hit!r}")
     hf = unwrap(model)
     if samples is None:
         samples = sample_support(hf, lengths, per_length, seed=seed, progress=progress)
@@ -611,13 +697,14 @@ def geometry_report(model, *, name=None, dtype="paper", samples=None, lengths=No
               "cone": refined.cone_slope(d, V, eps, st.r_inf, st.phi)}
     if st.n > d:  # with N <= d samples the fit sees a flat (N-1)-dim slice: no valid bound
         slopes["ellipsoid"] = refined.ellipsoid_slope(st.axes.semi_axes, V, eps, r=st.r_inf)
-    cells = sconv = None
+    cells = sconv = sconv_drop = None
     if n_cells != 0:
         cells = cell_shares(W, b, n_samples=n_cells, support=cell_support, assign=assign,
                             lo=st.lo, hi=st.hi, radius=st.r_2, samples=samples, seed=seed,
                             progress=progress)
-        sconv = fit_s_conv(cells.shares)
+        sconv = fit_s_conv(cells, zero_hit=zero_hit)
+        sconv_drop = sconv if zero_hit == "drop" else fit_s_conv(cells, zero_hit="drop")
         slopes["cells"] = refined.cell_slope(slopes["ball"].log_count, sconv.s_conv)
         slopes["box+cells"] = refined.cell_slope(slopes["box"].log_count, sconv.s_conv)
     nm = name or getattr(getattr(model, "facts", None), "name", None) or type(hf).__name__
-    return GeometryReport(nm, d, V, eps, str(dtype), st, cells, sconv, slopes)
+    return GeometryReport(nm, d, V, eps, str(dtype), st, cells, sconv, slopes, sconv_drop)

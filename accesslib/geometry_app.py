@@ -220,7 +220,7 @@ class ModelGeometryApp(App):
                                       value="argmax", description="cells", style=_DESC)
         self.run_btn = W.Button(description="Run", button_style="primary")
         self.stop_btn = W.Button(description="Stop", disabled=True)
-        self.progress = W.IntProgress(value=0, min=0, max=4, layout=W.Layout(width="200px"))
+        self.progress = W.IntProgress(value=0, min=0, max=5, layout=W.Layout(width="200px"))
         self.controls.children = [W.HBox([W.VBox([self.model, self.per_length, self.n_cells]),
                                           W.VBox([self.assign, W.HBox([self.run_btn, self.stop_btn]),
                                                   self.progress])])]
@@ -230,6 +230,7 @@ class ModelGeometryApp(App):
         self.hist = gp.plot_share_histogram(ax1, np.full(10, 0.1))
         self.bars = gp.plot_slope_bars(ax2, SLOPE_ORDER)
         self.report = None
+        self.eff = None
         self._stop = False
         self._thread = None
         self.run_btn.on_click(lambda _: self.start())
@@ -244,12 +245,27 @@ class ModelGeometryApp(App):
         gp.update_share_histogram(self.hist, rep.cells.shares, rep.cells.n_samples)
         gp.update_slope_bars(self.bars, {k: s.C for k, s in rep.slopes.items()})
         st = rep.stats
+        sc, drop = rep.sconv, rep.sconv_drop or rep.sconv
+        warn = ""
+        if sc.sample_limited:
+            warn = (f"<br><span style='color:#b35900'>⚠ {sc.zero_fraction:.0%} of the tokens were "
+                    f"never hit: the cell bound is set by N (|s<sub>conv</sub>| ≈ ln(N/3) = "
+                    f"{-sc.floor:.2f}) and tightens as N grows</span>")
+        eff = ""
+        if self.eff is not None:
+            q10, q50, q90 = self.eff.quantiles()
+            eff = (f"<br>effective ε (smallest relative change of a random memory vector that "
+                   f"changes the greedy output, {len(self.eff.rel)} directions): median "
+                   f"<b>{q50:.3g}</b> (10-90%: {q10:.3g}-{q90:.3g}) vs ε/r<sub>∞</sub> = "
+                   f"{rep.eps / st.r_inf:.3g} from {rep.dtype}")
         self.readout.value = (
             f"<b>{rep.name}</b>: d = {rep.d}, |V| = {rep.vocab_size:,}, {st.n:,} samples · "
             f"r<sub>∞</sub> = {st.r_inf:.3g}, r<sub>2</sub> = {st.r_2:.3g}, min cos = {st.min_cos:.3f} "
             f"(φ = {math.degrees(st.phi):.1f}°) · ε = {rep.eps:.3g} · s<sub>conv</sub> = "
-            f"<b>{rep.sconv.s_conv:.2f}</b> nats/token (ln|V| = {math.log(rep.vocab_size):.2f}), "
-            f"{rep.cells.zero_hit:,} tokens never hit")
+            f"<b>{sc.s_conv:.2f}</b> nats/token (shares at their 95% upper bounds; [A]'s rule, "
+            f"never-hit tokens dropped: {drop.s_conv:.2f}; ln|V| = {math.log(rep.vocab_size):.2f}) · "
+            f"{rep.cells.zero_hit:,} of {rep.vocab_size:,} tokens never hit in N = "
+            f"{rep.cells.n_samples:,}{warn}{eff}")
         self.redraw()
 
     def start(self, wait=False):
@@ -287,7 +303,14 @@ class ModelGeometryApp(App):
             self.set_status("Monte Carlo cell shares ...")
             self.report = geometry.geometry_report(lm, name=name, samples=x, n_cells=self.n_cells.value,
                                                    assign=self.assign.value, progress=False)
+            self.eff = None
             self.progress.value = 4
+            if self._stop:
+                self.update()
+                return self.set_status("stopped before the effective-eps measurement")
+            self.set_status("effective ε: perturbing a memory vector until the greedy output changes ...")
+            self.eff = geometry.effective_eps(lm, n_directions=8, n_tokens=4)
+            self.progress.value = 5
             self.set_status("done")
             self.update()
         finally:

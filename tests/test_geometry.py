@@ -6,10 +6,11 @@ import pytest
 import torch
 
 from accesslib import bounds
-from accesslib.geometry import (assign_tokens, cell_shares, decoder_weights, effective_eps,
+from accesslib.geometry import (CellShares, assign_tokens, cell_shares, decoder_weights, effective_eps,
                                 final_hidden, fit_principal_axes, fit_s_conv, geometry_report,
                                 greedy_continuations, log_share_medians, min_pairwise_cosine,
-                                sample_support, support_stats)
+                                sample_support, support_stats, upper_shares,
+                                zero_hit_share)
 
 
 def _tiny(family="gpt_neox", d=32, V=64, seed=0):
@@ -114,6 +115,66 @@ def test_log_share_medians_match_monte_carlo_and_drop_zeros():
     # the median of a sum grows like k * mean(ln p); skewed cells make tokens dearer than ln V
     assert f.s_conv == pytest.approx(lp.mean(), rel=0.02)
     assert f.s_conv < -math.log(1950)
+
+def test_zero_hit_share_is_the_one_sided_binomial_bound():
+    for n in (10, 1000, 10**6):
+        q = zero_hit_share(n)
+        assert (1 - q) ** n == pytest.approx(0.05, rel=1e-9)   # P(no hit | share q) = 5%
+    assert zero_hit_share(10**6) == pytest.approx(3.0e-6, rel=0.01)  # the rule of three
+    assert zero_hit_share(1000, level=0.99) == pytest.approx(-math.expm1(math.log(0.01) / 1000))
+    with pytest.raises(ValueError, match="n_samples"):
+        zero_hit_share(0)
+    with pytest.raises(ValueError, match="level"):
+        zero_hit_share(10, level=1.0)
+
+
+def test_upper_shares_are_clopper_pearson_bounds():
+    from scipy.stats import binom
+    n = 500
+    k = np.array([0, 1, 7, 250, 499, 500])
+    q = upper_shares(k, n)
+    assert q[0] == pytest.approx(zero_hit_share(n))
+    assert q[-1] == 1.0
+    # at the bound, seeing k or fewer hits has probability 5%
+    assert binom.cdf(k[:-1], n, q[:-1]) == pytest.approx(np.full(5, 0.05), rel=1e-6)
+    assert np.all(q[:-1] > k[:-1] / n)
+    with pytest.raises(ValueError, match="counts"):
+        upper_shares([3, 600], n)
+
+
+def test_zero_hit_bound_vs_drop_on_a_sample_limited_cell_census():
+    # 1000 tokens: 10 own 99% of the space, the other 990 share 1% (1e-5 each). With N = 20000
+    # samples most small cells are never hit: "bound" (every share at its upper confidence
+    # bound, an unseen token at ~3/N) then sits near ln(N/3): above ln|V| because N > 3|V|,
+    # below the truth, i.e. a valid, conservative cost per token.
+    rng = np.random.default_rng(3)
+    V, N = 1000, 20000
+    p_true = np.r_[np.full(10, 0.099), np.full(990, 1e-5)]
+    p_true /= p_true.sum()
+    counts = rng.multinomial(N, p_true)
+    cs = CellShares(counts, N, "argmax", "box")
+    drop = fit_s_conv(cs, zero_hit="drop")
+    bound = fit_s_conv(cs, zero_hit="bound")
+    truth = fit_s_conv(p_true)
+    assert drop.n_zero == bound.n_zero == int(np.sum(counts == 0)) > 750
+    assert bound.sample_limited and bound.zero_fraction > 0.75
+    assert bound.floor == pytest.approx(math.log(zero_hit_share(N)))
+    assert math.log(V) < abs(bound.s_conv) < abs(truth.s_conv)
+    assert bound.s_conv == pytest.approx(bound.floor, rel=0.1)
+    # too few samples (N < 3|V|): the bound cannot even reach ln|V|
+    small = CellShares(rng.multinomial(2000, p_true), 2000, "argmax", "box")
+    assert abs(fit_s_conv(small, zero_hit="bound").s_conv) < math.log(V)
+    # many samples: every token hit, both rules close to the truth
+    big_n = 10**8
+    big = CellShares(rng.multinomial(big_n, p_true), big_n, "argmax", "box")
+    for rule in ("drop", "bound"):
+        f = fit_s_conv(big, zero_hit=rule)
+        assert f.n_zero == 0 and not f.sample_limited
+        assert f.s_conv == pytest.approx(truth.s_conv, rel=0.02)
+    with pytest.raises(ValueError, match="zero_hit"):
+        fit_s_conv(cs, zero_hit="ignore")
+    with pytest.raises(ValueError, match="n_samples"):
+        fit_s_conv(cs.shares, zero_hit="bound")
 
 
 # ------------------------------------------------------------------ principal axes and cosines
@@ -246,3 +307,12 @@ def test_model_geometry_app_runs_on_tiny_model():
     heights = {k: b.get_height() for k, b in zip(app.bars["kinds"], app.bars["bars"])}
     assert heights["ball"] == pytest.approx(app.report.slopes["ball"].C)
     assert heights["box"] <= heights["ball"] and "ellipsoid" not in app.report.slopes  # N <= d
+    # the readout gives both s_conv rules, the never-hit count and the measured effective eps
+    rep, txt = app.report, app.readout.value
+    assert f"<b>{rep.sconv.s_conv:.2f}</b>" in txt and f"{rep.sconv_drop.s_conv:.2f}" in txt
+    assert rep.sconv.zero_hit == "bound" and rep.sconv_drop.zero_hit == "drop"
+    assert f"{rep.cells.zero_hit:,} of 512 tokens never hit in N = 2,000" in txt
+    assert app.eff is not None and len(app.eff.rel) == 8
+    assert f"median <b>{app.eff.quantiles()[1]:.3g}</b>" in txt
+    # 2,000 samples over 512 tokens: not sample-limited unless most tokens are missed
+    assert ("never hit: the cell bound is set by N" in txt) == rep.sconv.sample_limited
