@@ -6,6 +6,12 @@ crams strings for every m, writes every finished string to the results store at 
 killed run started again resumes where it stopped), then prints n50 per m and the slope of
 n50 against m (PAPER.md section 5).
 
+    python -m accesslib geometry --model NAME_OR_PATH --cells 100000 --out geometry.json
+
+measures the support of the final hidden states, the decoder-cell shares and the effective
+eps, prints every refined slope (and its ratio to a measured slope when one is known) and
+writes the record the apps read (PAPER.md sections 3-4).
+
 Subcommands are registered in ``SUBCOMMANDS`` (name -> (add_arguments, run)); a module of the
 package may also offer ``add_subcommand(subparsers)`` (adding its parser with
 ``set_defaults(_run=run)``) and be listed in ``PLUGIN_MODULES``.
@@ -17,7 +23,7 @@ import argparse
 import importlib
 import sys
 
-PLUGIN_MODULES = ("accesslib.sweep", "accesslib.geometry_cli")
+PLUGIN_MODULES = ("accesslib.sweep",)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -154,9 +160,106 @@ def _run_cram(args) -> int:
     return 0
 
 
+# --- geometry --------------------------------------------------------------------------------
+def _add_geometry(p: argparse.ArgumentParser):
+    p.add_argument("--model", required=True,
+                   help="embedded or offline short name, local directory, hub name, or tiny:FAMILY[:d]")
+    p.add_argument("--lengths", type=_positive_int, nargs="+", metavar="L",
+                   help="random-token sequence lengths for the support (default 4, 8, ... up to "
+                        "min(1024, context))")
+    p.add_argument("--per-length", type=_positive_int, default=None,
+                   help="support samples per length (default 256)")
+    p.add_argument("--cells", type=int, default=None, metavar="N",
+                   help="Monte Carlo cell samples (default 1,000,000; 0: no cells)")
+    p.add_argument("--support", choices=("box", "ball", "hull"), default="box",
+                   help="where cell samples are drawn (default: the measured box)")
+    p.add_argument("--assign", choices=("argmax", "voronoi"), default="argmax",
+                   help="argmax of the logits (greedy decoding) or nearest decoder row ([A])")
+    p.add_argument("--zero-hit", choices=("bound", "drop"), default="bound",
+                   help="shares at their 95%% upper bounds (default) or [A]'s rule (never-hit "
+                        "tokens dropped)")
+    p.add_argument("--dtype-eps", default="paper", choices=("paper", "float16", "bfloat16", "float32"),
+                   help="eps = r_inf x unit roundoff of this dtype (paper: 2^-11)")
+    p.add_argument("--effective-eps", type=int, default=16, metavar="K",
+                   help="random directions for the effective eps (0: skip)")
+    p.add_argument("--slope", type=_positive_float, default=None,
+                   help="a measured slope (tokens per vector) to divide by; default: the "
+                        "model's shipped cramming bundle, when there is one")
+    p.add_argument("--out", default=None, help="write the geometry record (JSON) here")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32")
+    p.add_argument("--threads", type=_positive_int, default=None, help="torch CPU threads")
+    p.add_argument("--no-progress", action="store_true")
+
+
+def _run_geometry(args) -> int:
+    import json
+    import math
+    import os
+
+    from . import bundles, geometry
+
+    if args.cells is not None and args.cells < 0:
+        raise ValueError(f"--cells must be >= 0; got {args.cells}")
+    if args.effective_eps < 0:
+        raise ValueError(f"--effective-eps must be >= 0; got {args.effective_eps}")
+    if args.out and not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
+        raise ValueError(f"--out: folder {os.path.dirname(os.path.abspath(args.out))} does not exist")
+    if args.threads:
+        import torch
+        torch.set_num_threads(args.threads)
+    lm = _load(args.model, args.dtype, args.device)
+    name = getattr(getattr(lm, "facts", None), "name", None) or args.model
+    rep = geometry.geometry_report(lm, name=name, dtype=args.dtype_eps, lengths=args.lengths,
+                                   per_length=args.per_length, n_cells=args.cells,
+                                   cell_support=args.support, assign=args.assign,
+                                   zero_hit=args.zero_hit, seed=args.seed,
+                                   progress=not args.no_progress)
+    rec = bundles.geometry_record(rep)
+    eff = None
+    if args.effective_eps:
+        eff = geometry.effective_eps(lm, n_directions=args.effective_eps, seed=args.seed)
+        rec["effective_eps"] = dict(rel=[float(x) if math.isfinite(x) else None for x in eff.rel],
+                                    n_tokens=eff.n_tokens,
+                                    median=float(eff.quantiles()[1]), t_max=eff.t_max)
+    slope, slope_from = args.slope, "--slope"
+    if slope is None and args.model in bundles.available("cram"):
+        slope = (bundles.load("cram", args.model).get("slope") or {}).get("slope")
+        slope_from = f"the shipped bundle cram-{args.model}"
+    st = rep.stats
+    print(f"{rep.name}: d={rep.d}, |V|={rep.vocab_size:,}, {st.n:,} support samples")
+    print(f"  r_inf {st.r_inf:.4g}, r_2 {st.r_2:.4g}, min cos {st.min_cos:.4f} (phi {math.degrees(st.phi):.1f} deg), "
+          f"eps {rep.eps:.4g} ({rep.dtype})")
+    if rep.sconv is not None:
+        sc, dr = rep.sconv, rep.sconv_drop
+        print(f"  cells: N={rep.cells.n_samples:,} ({rep.cells.support}, {rep.cells.assign}), "
+              f"{sc.n_zero:,} tokens never hit; s_conv {sc.s_conv:.3f} ({sc.zero_hit}), "
+              f"[A]'s drop rule {dr.s_conv:.3f}, ln|V| {math.log(rep.vocab_size):.3f}"
+              + ("  [sample-limited: most tokens never hit]" if sc.sample_limited else ""))
+    if eff is not None:
+        q = eff.quantiles()
+        print(f"  effective eps (relative, {len(eff.rel)} directions): median {eff.describe(q[1])}, "
+              f"10-90% {eff.describe(q[0])} to {eff.describe(q[2])}; dtype eps / r_inf "
+              f"{rep.eps / st.r_inf:.3g}")
+    head = f"  {'bound':<10} {'C':>9} {'ln F':>10}"
+    print(head + (f" {'C / a':>8}   (a = {slope:.3g}, from {slope_from})" if slope else ""))
+    for kind, C, lf in rep.table():
+        line = f"  {kind:<10} {C:9.2f} {'' if lf is None else format(lf, '.4g'):>10}"
+        print(line + (f" {C / slope:8.1f}" if slope else ""))
+    if args.out:
+        rec["command"] = "python -m accesslib " + " ".join(sys.argv[1:]) if sys.argv else ""
+        with open(args.out, "w") as f:
+            json.dump(rec, f, indent=1)
+        print(f"wrote {args.out}")
+    return 0
+
+
 #: name -> (add_arguments(parser), run(args) -> exit code, one-line help)
 SUBCOMMANDS = {
     "cram": (_add_cram, _run_cram, "measure accessibility curves, n50 per m and the slope"),
+    "geometry": (_add_geometry, _run_geometry,
+                 "measure the support, decoder cells and effective eps; print every refined slope"),
 }
 
 

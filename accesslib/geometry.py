@@ -291,7 +291,13 @@ class EffectiveEps:
     t_max: float
 
     def quantiles(self, q=(0.1, 0.5, 0.9)):
-        return np.quantile(self.rel, q)
+        """Quantiles over the directions, each one an observed threshold (inf where the output
+        did not change up to t_max)."""
+        return np.quantile(self.rel, q, method="inverted_cdf")
+
+    def describe(self, value):
+        """A threshold as text: '> t_max' for directions that never changed the output."""
+        return f"> {self.t_max:.3g}" if not np.isfinite(value) else f"{value:.3g}"
 
 
 def effective_eps(model, memory=None, *, n_directions=16, n_tokens=4, prefix_ids=None,

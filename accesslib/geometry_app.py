@@ -256,7 +256,8 @@ class ModelGeometryApp(App):
             q10, q50, q90 = self.eff.quantiles()
             eff = (f"<br>effective ε (smallest relative change of a random memory vector that "
                    f"changes the greedy output, {len(self.eff.rel)} directions): median "
-                   f"<b>{q50:.3g}</b> (10-90%: {q10:.3g}-{q90:.3g}) vs ε/r<sub>∞</sub> = "
+                   f"<b>{self.eff.describe(q50)}</b> (10-90%: {self.eff.describe(q10)} to "
+                   f"{self.eff.describe(q90)}) vs ε/r<sub>∞</sub> = "
                    f"{rep.eps / st.r_inf:.3g} from {rep.dtype}")
         self.readout.value = (
             f"<b>{rep.name}</b>: d = {rep.d}, |V| = {rep.vocab_size:,}, {st.n:,} samples · "

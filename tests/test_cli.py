@@ -54,3 +54,39 @@ def test_module_entry_point():
     r = subprocess.run([sys.executable, "-m", "accesslib", "cram", "--model", "x", "--samples", "-1"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_geometry_prints_every_slope_and_writes_the_record(tmp_path, capsys):
+    import json
+    import math
+
+    from accesslib import bounds, bundles
+    out = tmp_path / "g.json"
+    argv = ["geometry", "--model", "tiny-d32-v257", "--lengths", "4", "16", "--per-length", "40",
+            "--cells", "4000", "--effective-eps", "4", "--out", str(out), "--threads", "1",
+            "--no-progress"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    rec = json.loads(out.read_text())
+    # the record is what the apps read, and its slopes are the printed ones
+    assert rec["n_samples"] == 80 and rec["cells_n_samples"] == 4000
+    assert rec["s_conv_zero_hit"] == "bound" and "s_conv_drop" in rec
+    assert sum(rec["cell_hits"]["counts"]) == 4000
+    assert len(rec["effective_eps"]["rel"]) == 4
+    assert rec["slopes"]["ball"] == pytest.approx(bounds.slope(32, 257, rec["eps"], rec["r_inf"]))
+    a = bundles.load("cram", "tiny-d32-v257")["slope"]["slope"]   # the shipped measured slope
+    for kind in ("ball", "box", "cone", "cells"):
+        C = rec["slopes"][kind]
+        assert f"{C:9.2f}" in text and f"{C / a:8.1f}" in text
+    assert f"s_conv {rec['s_conv']:.3f} (bound)" in text
+    assert math.isclose(rec["eps"], rec["r_inf"] * 2.0 ** -11, rel_tol=1e-9)
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["geometry", "--model", "tiny-d32-v257", "--cells", "-1"], "--cells must be >= 0"),
+    (["geometry", "--model", "tiny-d32-v257", "--out", "/nonexistent/dir/g.json"], "does not exist"),
+])
+def test_geometry_bad_values_one_line(argv, msg, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert msg in err and len(err.strip().splitlines()) == 1

@@ -313,6 +313,6 @@ def test_model_geometry_app_runs_on_tiny_model():
     assert rep.sconv.zero_hit == "bound" and rep.sconv_drop.zero_hit == "drop"
     assert f"{rep.cells.zero_hit:,} of 512 tokens never hit in N = 2,000" in txt
     assert app.eff is not None and len(app.eff.rel) == 8
-    assert f"median <b>{app.eff.quantiles()[1]:.3g}</b>" in txt
+    assert f"median <b>{app.eff.describe(app.eff.quantiles()[1])}</b>" in txt
     # 2,000 samples over 512 tokens: not sample-limited unless most tokens are missed
     assert ("never hit: the cell bound is set by N" in txt) == rep.sconv.sample_limited
