@@ -169,6 +169,9 @@ def _add_geometry(p: argparse.ArgumentParser):
                         "min(1024, context))")
     p.add_argument("--per-length", type=_positive_int, default=None,
                    help="support samples per length (default 256)")
+    p.add_argument("--support-samples", default=None, metavar="FILE.npy",
+                   help="reuse the support samples in this file when it exists, else measure "
+                        "them and save them there (reruns with other cell settings are cheap)")
     p.add_argument("--cells", type=int, default=None, metavar="N",
                    help="Monte Carlo cell samples (default 1,000,000; 0: no cells)")
     p.add_argument("--support", choices=("box", "ball", "hull"), default="box",
@@ -211,18 +214,28 @@ def _run_geometry(args) -> int:
         torch.set_num_threads(args.threads)
     lm = _load(args.model, args.dtype, args.device)
     name = getattr(getattr(lm, "facts", None), "name", None) or args.model
-    rep = geometry.geometry_report(lm, name=name, dtype=args.dtype_eps, lengths=args.lengths,
+    samples = None
+    if args.support_samples and os.path.exists(args.support_samples):
+        import numpy as np
+        samples = np.load(args.support_samples)
+        if samples.ndim != 2 or samples.shape[1] != lm.facts.d:
+            raise ValueError(f"--support-samples {args.support_samples}: expected [N, d={lm.facts.d}] "
+                             f"samples, got shape {samples.shape}")
+        print(f"support samples from {args.support_samples}: {samples.shape[0]:,}")
+    elif args.support_samples:
+        import numpy as np
+        samples = geometry.sample_support(lm, args.lengths, args.per_length, seed=args.seed,
+                                          progress=not args.no_progress).numpy()
+        np.save(args.support_samples, samples)
+    rep = geometry.geometry_report(lm, name=name, samples=samples, dtype=args.dtype_eps, lengths=args.lengths,
                                    per_length=args.per_length, n_cells=args.cells,
                                    cell_support=args.support, assign=args.assign,
                                    zero_hit=args.zero_hit, seed=args.seed,
                                    progress=not args.no_progress)
-    rec = bundles.geometry_record(rep)
     eff = None
     if args.effective_eps:
         eff = geometry.effective_eps(lm, n_directions=args.effective_eps, seed=args.seed)
-        rec["effective_eps"] = dict(rel=[float(x) if math.isfinite(x) else None for x in eff.rel],
-                                    n_tokens=eff.n_tokens,
-                                    median=float(eff.quantiles()[1]), t_max=eff.t_max)
+    rec = bundles.geometry_record(rep, eff)
     slope, slope_from = args.slope, "--slope"
     if slope is None and args.model in bundles.available("cram"):
         slope = (bundles.load("cram", args.model).get("slope") or {}).get("slope")

@@ -112,10 +112,12 @@ def slope_record(curves: list[dict]) -> dict | None:
                 slope_stderr=_finite(fit.slope_stderr), n_points=fit.n_points, weighted=False)
 
 
-def geometry_record(report) -> dict:
+def geometry_record(report, effective=None) -> dict:
     """What the apps need of an :class:`accesslib.geometry.GeometryReport` to redraw every
     refined bound at any eps: the measured support (widths, semi-axes, cone half-angle) and
-    s_conv, plus the slopes at the report's own eps for the record."""
+    s_conv, plus the slopes at the report's own eps for the record. ``effective``: an
+    :class:`accesslib.geometry.EffectiveEps` to keep too (thresholds; null = no change up to
+    t_max)."""
     st = report.stats
     rec = dict(r_inf=st.r_inf, r_2=st.r_2, min_cos=st.min_cos, phi=float(st.phi), n_samples=st.n,
                widths=[float(w) for w in st.widths], eps=report.eps, dtype=report.dtype,
@@ -134,7 +136,22 @@ def geometry_record(report) -> dict:
                               "counts": [int(c) for c in cells.counts[hit]]})
         if report.sconv_drop is not None:
             rec["s_conv_drop"] = report.sconv_drop.s_conv
+    if effective is not None:
+        rec["effective_eps"] = dict(
+            rel=[float(x) if np.isfinite(x) else None for x in effective.rel],
+            n_tokens=int(effective.n_tokens), t_max=float(effective.t_max),
+            median=float(effective.quantiles()[1]) if np.isfinite(effective.quantiles()[1]) else None)
     return rec
+
+
+def measure_geometry(lm, model_name, *, seed=0, progress=True, effective_eps=16, **options) -> dict:
+    """:func:`geometry_record` of a fresh :func:`accesslib.geometry.geometry_report` (``options``
+    go to it) with the effective eps over ``effective_eps`` random directions (0: none)."""
+    from .geometry import effective_eps as measure_eff, geometry_report
+
+    rep = geometry_report(lm, name=model_name, progress=progress, seed=seed, **options)
+    eff = measure_eff(lm, n_directions=int(effective_eps), seed=seed) if effective_eps else None
+    return geometry_record(rep, eff)
 
 
 def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16, source: str = "natural",
@@ -145,9 +162,10 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
 
     Uses :func:`accesslib.experiments.accessibility_curve` (strings go to ``store`` when given,
     so an interrupted run resumes) and :func:`fit_slope`. ``cram_overrides`` (e.g. max_steps)
-    are recorded in the settings. With ``geometry`` the model's support and decoder cells are
+    are recorded in the settings; ``lengths`` (search="grid") may be a dict {m: lengths}.
+    With ``geometry`` the model's support and decoder cells are
     measured too (:func:`accesslib.geometry.geometry_report`), so the apps can draw the
-    refined bounds.
+    refined bounds; ``geometry`` may also be a geometry record measured before (a dict).
     """
     from .experiments import accessibility_curve
     from .models import load_model
@@ -161,8 +179,11 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
         bar = tqdm(total=len(ms), desc=f"{model_name}", unit="m")
     settings = None
     for m in ms:
+        kw = dict(cram_overrides)
+        if isinstance(kw.get("lengths"), dict):   # grid lengths per m
+            kw["lengths"] = kw["lengths"][m]
         c = accessibility_curve(lm, int(m), samples=samples, source=source, seed=seed, store=store,
-                                search=search, protocol=protocol, **cram_overrides)
+                                search=search, protocol=protocol, **kw)
         settings = c.settings
         curves.append(curve_record(c))
         # a few examples near n50 for the page: target text and what greedy decoding gave
@@ -178,11 +199,10 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
     if bar is not None:
         bar.close()
     geo = None
-    if geometry:
-        from .geometry import geometry_report
-
-        geo = geometry_record(geometry_report(lm, name=model_name, progress=progress, seed=seed,
-                                              **(geometry_options or {})))
+    if geometry is True:
+        geo = measure_geometry(lm, model_name, seed=seed, progress=progress, **(geometry_options or {}))
+    elif isinstance(geometry, dict):   # a record measured before (python -m accesslib geometry --out)
+        geo = geometry
     f = lm.facts
     return dict(kind="cram", version=BUNDLE_VERSION, model=model_name,
                 facts=dict(d=f.d, vocab_size=f.vocab_size, dtype=f.dtype, family=f.family,

@@ -9,10 +9,14 @@ bundles (``--table-only`` does just that).
     python scripts/make_bundles.py                         # every embedded model, m = 1..4
     python scripts/make_bundles.py --models tiny-d32-v257 --m 1 2 3 4 --samples 16
     python scripts/make_bundles.py --fast --out /tmp/b     # a small subset, for tests
+    python scripts/make_bundles.py --geometry-only         # re-measure only the geometry
+    python scripts/make_bundles.py --models smollm2-135m --m 1 2 --source tokens \
+        --search grid --lengths 16 24 32 --geometry-file g.json   # geometry measured before
 """
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 import time
@@ -34,15 +38,16 @@ def table_markdown(directory=None) -> str:
              "## The embedded models (training records)", "",
              "From each model's `training.json` (`accesslib.embedded.training_table()`).", "",
              embedded.training_table([n for n in names if n in embedded.names()]), "",
-             "## n50 by m (natural-text targets, logistic fit, ± stderr)", "",
-             "| model | d | V | m | lengths measured | strings | n50 | wall time (s) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "## n50 by m (logistic fit, ± stderr)", "",
+             "Targets: natural = held-out KJV text, tokens = uniform random token ids.", "",
+             "| model | d | V | targets | m | lengths measured | strings | n50 | wall time (s) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name in names:
         b = bundles.load("cram", name, directory)
         for c in b["curves"]:
             n50 = f"{c['n50']:.1f} ± {c['n50_stderr']:.1f}" if c["n50"] is not None and c["n50_stderr"] is not None \
                 else (f"{c['n50']:.1f}" if c["n50"] is not None else c["fit_message"])
-            lines.append(f"| {name} | {b['facts']['d']} | {b['facts']['vocab_size']} | {c['m']} | "
+            lines.append(f"| {name} | {b['facts']['d']} | {b['facts']['vocab_size']} | {b['source']} | {c['m']} | "
                          f"{len(c['lengths'])} | {sum(c['totals'])} | {n50} | {c['wall_time']:.0f} |")
     lines += ["", "## Slope n50 = a*m + b and the theory/experiment ratio", "",
               "C_ball = d ln(1 + 2r/eps)/ln|V| with eps = r_inf * 2^-11 ([A]'s choice); C_box from the",
@@ -61,9 +66,61 @@ def table_markdown(directory=None) -> str:
             f"| {name} | {b['facts']['d']} | {b['facts']['vocab_size']} | "
             f"{fmt(sl.get('slope'), '.2f')} ± {fmt(sl.get('slope_stderr'), '.2f')} | {fmt(sl.get('r2'), '.3f')} | "
             f"{fmt(rb.get('C'))} | {fmt(rb.get('ratio'))} | {fmt(rx.get('C'))} | {fmt(rx.get('ratio'))} | "
-            f"{b['protocol']}, {b['samples']} strings/length, max_steps {st.get('max_steps')} | "
+            f"{b['source']}, {b['protocol']}, {b['samples']} strings/length, max_steps {st.get('max_steps')} | "
             f"{b['hardware'].get('cpu', '?')} ({b['hardware'].get('cores')} cores) | {b['wall_time']:.0f} |")
+    lines += refined_table(names, directory)
     return "\n".join(lines) + "\n"
+
+
+def refined_table(names, directory=None) -> list[str]:
+    """Every refined slope of each bundle's geometry record and its ratio to the measured a."""
+    from accesslib import bundles
+
+    kinds = ("ball", "box", "cone", "ellipsoid", "cells", "box+cells")
+    out = ["", "## Geometry: every refined slope and the theory/experiment ratio", "",
+           "From each bundle's geometry record (`accesslib.geometry.geometry_report`, eps = r_inf * 2^-11).",
+           "s_conv: shares at their 95% upper confidence bounds (the cells bound stays an upper bound)",
+           "and, in brackets, [A]'s rule (never-hit tokens dropped). Effective eps: median over random",
+           "directions of the smallest relative move of a memory vector that changes the greedy output.", "",
+           "| model | support samples | r_inf | min cos | cell samples N | never hit | s_conv [A's] | "
+           "ln\\|V\\| | effective eps | a | " + " | ".join(f"C_{k} (C/a)" for k in kinds) + " |",
+           "|" + "---|" * (10 + len(kinds))]
+    for name in names:
+        b = bundles.load("cram", name, directory)
+        g = b.get("geometry") or {}
+        if not g:
+            continue
+        a = (b.get("slope") or {}).get("slope")
+        fmt = lambda v, f: format(v, f) if isinstance(v, (int, float)) else "-"  # noqa: E731
+        cells = (f"{fmt(g.get('s_conv'), '.2f')} [{fmt(g.get('s_conv_drop'), '.2f')}]"
+                 if g.get("s_conv") is not None else "-")
+        eff = (g.get("effective_eps") or {}).get("median")
+        cs = []
+        for k in kinds:
+            C = (g.get("slopes") or {}).get(k)
+            cs.append(f"{fmt(C, '.1f')} ({fmt(C / a, '.1f')})" if C and a else fmt(C, ".1f"))
+        import math
+        out.append(f"| {name} | {g.get('n_samples', '-')} | {fmt(g.get('r_inf'), '.3g')} | "
+                   f"{fmt(g.get('min_cos'), '.3f')} | {fmt(g.get('cells_n_samples'), ',')} | "
+                   f"{fmt(g.get('zero_hit_tokens'), ',')} | {cells} | "
+                   f"{math.log(b['facts']['vocab_size']):.2f} | {fmt(eff, '.3g')} | {fmt(a, '.2f')} | "
+                   + " | ".join(cs) + " |")
+    return out
+
+
+def parse_lengths(items, ms, error):
+    """``16 24 32`` (every m) or ``1:16,24 2:40,56`` (per m) -> {m: [n, ...]}."""
+    try:
+        if all(":" in x for x in items):
+            out = {int(k): [int(n) for n in v.split(",")] for k, v in (x.split(":", 1) for x in items)}
+        else:
+            out = {m: [int(n) for n in items] for m in ms}
+    except ValueError:
+        error(f"--lengths: expected whole numbers or M:N1,N2,...; got {' '.join(items)}")
+    missing = [m for m in ms if m not in out]
+    if missing or any(n < 1 for v in out.values() for n in v):
+        error(f"--lengths: need lengths >= 1 for every m; missing m = {missing}")
+    return out
 
 
 def main(argv=None):
@@ -73,13 +130,21 @@ def main(argv=None):
     p.add_argument("--samples", type=int, default=16)
     p.add_argument("--source", default="natural", choices=["natural", "words", "tokens"])
     p.add_argument("--protocol", default="fast", choices=["fast", "paper"])
-    p.add_argument("--search", default="bisect", choices=["bisect", "paper"])
+    p.add_argument("--search", default="bisect", choices=["bisect", "paper", "grid"])
+    p.add_argument("--lengths", nargs="+", default=None,
+                   help="search=grid: these lengths for every m, or M:N1,N2,... per m (1:16,24 2:40,56)")
     p.add_argument("--max-steps", type=int, default=None)
+    p.add_argument("--patience", type=int, default=None)
     p.add_argument("--store", default=None, help="results store (default: the user's store)")
     p.add_argument("--out", default=None, help="bundle directory (default: the package's data/bundles)")
     p.add_argument("--table", default=str(ROOT / "docs" / "cramming-results.md"))
     p.add_argument("--table-only", action="store_true")
     p.add_argument("--no-geometry", action="store_true")
+    p.add_argument("--geometry-file", default=None,
+                   help="use this geometry record (python -m accesslib geometry --out FILE) "
+                        "instead of measuring it")
+    p.add_argument("--geometry-only", action="store_true",
+                   help="keep the bundles' curves, re-measure and replace only their geometry")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads (tiny models are overhead-bound: 1 is fastest, and fair on a shared CPU)")
     p.add_argument("--fast", action="store_true", help="tiny settings (tests): 2 strings, m=1,2, 40 steps")
@@ -92,21 +157,41 @@ def main(argv=None):
 
     torch.set_num_threads(max(1, a.threads))
 
-    if not a.table_only:
+    command = "python " + " ".join(shlex.quote(x) for x in [sys.argv[0]] + list(argv if argv is not None else sys.argv[1:]))
+    if a.geometry_only and not a.table_only:
+        from accesslib.models import load_model
+        for name in a.models or bundles.available("cram"):
+            t0 = time.perf_counter()
+            b = bundles.load("cram", name, a.out)
+            b["geometry"] = bundles.measure_geometry(load_model(name), name, seed=b.get("seed", 0))
+            b["geometry"]["command"] = command
+            path = bundles.save(b, a.out)
+            g = b["geometry"]
+            print(f"{name}: geometry re-measured (s_conv {g.get('s_conv', float('nan')):.3f}, "
+                  f"{g.get('zero_hit_tokens')} tokens never hit); {time.perf_counter() - t0:.0f} s -> {path}",
+                  flush=True)
+    elif not a.table_only:
         models = a.models or embedded.names()
+        geometry = not a.no_geometry
         geometry_options = None
+        if a.geometry_file:
+            geometry = json.loads(Path(a.geometry_file).read_text())
         if a.fast:
             a.samples, a.m = min(a.samples, 2), a.m[:2]
             a.max_steps = a.max_steps or 40
-            geometry_options = dict(per_length=4, lengths=[4, 16], n_cells=2000)
+            geometry_options = dict(per_length=4, lengths=[4, 16], n_cells=2000, effective_eps=2)
+        overrides = {k: v for k, v in (("max_steps", a.max_steps), ("patience", a.patience)) if v}
+        if a.search == "grid":
+            if not a.lengths:
+                p.error("--search grid needs --lengths")
+            overrides["lengths"] = parse_lengths(a.lengths, a.m, p.error)
         store = ResultsStore(a.store) if a.store else ResultsStore()
-        command = "python " + " ".join(shlex.quote(x) for x in [sys.argv[0]] + list(argv if argv is not None else sys.argv[1:]))
         for name in models:
             t0 = time.perf_counter()
             b = bundles.make_cramming_bundle(name, a.m, samples=a.samples, source=a.source, protocol=a.protocol,
                                              search=a.search, store=store, command=command,
-                                             geometry=not a.no_geometry, geometry_options=geometry_options,
-                                             **({"max_steps": a.max_steps} if a.max_steps else {}))
+                                             geometry=geometry, geometry_options=geometry_options,
+                                             **overrides)
             path = bundles.save(b, a.out)
             sl = b["slope"] or {}
             n50s = ", ".join(f"m={c['m']}: {c['n50']:.1f}" if c["n50"] is not None else f"m={c['m']}: -"

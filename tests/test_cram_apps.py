@@ -130,6 +130,39 @@ def test_regenerated_bundle_has_recorded_shape(fast_bundle):
         assert set(ref["geometry"]) <= set(b["geometry"]) | {"semi_axes"}
 
 
+def test_make_bundles_grid_per_m_geometry_file_and_geometry_only(fast_bundle, tmp_path):
+    import json
+    geo = dict(fast_bundle["geometry"], note="measured before")
+    gfile = tmp_path / "g.json"
+    gfile.write_text(json.dumps(geo))
+    script = str(ROOT / "scripts" / "make_bundles.py")
+    cmd = [sys.executable, script, "--models", embedded.DEFAULT, "--m", "1", "2", "--samples", "2",
+           "--source", "tokens", "--search", "grid", "--lengths", "1:2,3", "2:4", "--max-steps", "20",
+           "--patience", "10", "--geometry-file", str(gfile), "--out", str(tmp_path),
+           "--store", str(tmp_path / "s.sqlite")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    b = bundles.load("cram", embedded.DEFAULT, tmp_path)
+    assert [c["lengths"] for c in b["curves"]] == [[2, 3], [4]]          # the grid, per m
+    assert [sum(c["totals"]) for c in b["curves"]] == [4, 2]
+    assert b["source"] == "tokens" and b["settings"]["patience"] == 10
+    assert b["geometry"] == geo                                          # taken, not measured
+    # --geometry-only keeps the curves and replaces the geometry with a fresh measurement
+    proc = subprocess.run([sys.executable, script, "--geometry-only", "--models", embedded.DEFAULT,
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    b2 = bundles.load("cram", embedded.DEFAULT, tmp_path)
+    assert b2["curves"] == b["curves"] and "note" not in b2["geometry"]
+    g = b2["geometry"]
+    assert g["s_conv_zero_hit"] == "bound" and g["s_conv"] < 0 and "--geometry-only" in g["command"]
+    assert sum(g["cell_hits"]["counts"]) == g["cells_n_samples"]
+    assert len(g["effective_eps"]["rel"]) == 16
+    bad = subprocess.run([sys.executable, script, "--models", embedded.DEFAULT, "--search", "grid",
+                          "--lengths", "1:2", "--m", "1", "2", "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "missing m = [2]" in bad.stderr
+
+
 def test_predicted_slopes_match_bounds(fast_bundle):
     from accesslib import bounds, refined
 
