@@ -44,6 +44,8 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from .models import hf_model
+
 PROTOCOLS = {
     # [A] section "cramming", following [K]: PAPER.md section 5.
     "paper": dict(lr=1e-2, betas=(0.9, 0.9), weight_decay=0.01, max_steps=3000, patience=500,
@@ -132,10 +134,6 @@ class CramResult:
 
 # ---------------------------------------------------------------------------------------------
 # helpers
-
-
-def _unwrap(model):
-    return getattr(model, "model", model) if not isinstance(model, torch.nn.Module) else model
 
 
 def _vocab_limit(model) -> int:
@@ -264,7 +262,7 @@ def _as_prefix(prefix_ids) -> list:
 def default_prefix(model) -> list:
     """[bos_token_id] when the model's config names one, else []: many models need a real first
     token before the memory vectors (attention sinks)."""
-    model = _unwrap(model)
+    model = hf_model(model)
     bos = getattr(model.config, "bos_token_id", None)
     return [int(bos)] if isinstance(bos, int) and 0 <= bos < _vocab_limit(model) else []
 
@@ -325,7 +323,7 @@ def greedy_generate(model, prefix_ids, memory, n: int, *, given_ids=None, autoca
     This is the success criterion: a string t is accessible with memory x iff
     greedy_generate(model, prefix, x, len(t)) == t (or, with first_token_as_input,
     greedy_generate(model, prefix, x, len(t) - 1, given_ids=[t[0]]) == t[1:])."""
-    model = _unwrap(model)
+    model = hf_model(model)
     if n < 1:
         raise ValueError(f"n must be >= 1; got {n}")
     mem = torch.as_tensor(memory, dtype=torch.float32)
@@ -410,7 +408,7 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
     verify: confirm teacher-forced successes by greedy generation (default). With verify=False
         success == tf_success and no greedy decoding is run (for speed measurements only).
     """
-    model = _unwrap(model)
+    model = hf_model(model)
     prefix = _as_prefix(prefix_ids)
     _validate(model, targets, m, prefix, first_token_as_input, lr, betas, weight_decay,
               max_steps, patience, schedule, stop)

@@ -27,6 +27,7 @@ import torch
 
 from . import bounds, refined
 from .config import FAST
+from .models import hf_model
 
 __all__ = [
     "unwrap", "decoder_weights", "final_hidden", "sample_support", "SupportStats", "support_stats",
@@ -44,9 +45,7 @@ ZERO_HIT = ("bound", "drop")
 
 # --------------------------------------------------------------------------- model access
 
-def unwrap(model):
-    """The transformers model inside a ``LoadedModel`` (or the model itself)."""
-    return getattr(model, "model", model) if hasattr(model, "facts") else model
+unwrap = hf_model   # the transformers model inside a LoadedModel (kept under this name)
 
 
 def _vocab_size(hf):

@@ -65,6 +65,11 @@ class LoadedModel:
     extra: dict = field(default_factory=dict)
 
 
+def hf_model(model):
+    """The transformers model inside a :class:`LoadedModel` (a module is returned as it is)."""
+    return model if isinstance(model, torch.nn.Module) else getattr(model, "model", model)
+
+
 def __getattr__(name):
     # DEFAULT_MODEL comes from accesslib.embedded, which is written separately; resolve it lazily
     # so that this module imports even before (or without) the embedded models.

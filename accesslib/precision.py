@@ -24,10 +24,7 @@ import numpy as np
 import torch
 
 from .bounds import UNIT_ROUNDOFF, canonical_dtype
-
-
-def _unwrap(model):
-    return getattr(model, "model", model) if not hasattr(model, "get_input_embeddings") else model
+from .models import hf_model
 
 
 def _check_int(name, v, low, high):
@@ -41,7 +38,7 @@ def greedy_outputs(model, memory: torch.Tensor, n: int, *, batch=512) -> np.ndar
     """Greedy outputs [k, n] for k memory prompts [k, m, d] (batched; accesslib.cramming's loop)."""
     from .cramming import _greedy_batch
 
-    model = _unwrap(model)
+    model = hf_model(model)
     n = _check_int("n", n, 1, 256)
     outs = []
     for i in range(0, len(memory), batch):
@@ -51,12 +48,12 @@ def greedy_outputs(model, memory: torch.Tensor, n: int, *, batch=512) -> np.ndar
 
 
 def model_dtype_name(model) -> str:
-    return canonical_dtype(str(next(_unwrap(model).parameters()).dtype))
+    return canonical_dtype(str(next(hf_model(model).parameters()).dtype))
 
 
 def base_memory(model, m=1, seed=0) -> torch.Tensor:
     """A random memory [m, d]: standard normal times the std of the input embeddings (PAPER.md s.5)."""
-    model = _unwrap(model)
+    model = hf_model(model)
     m = _check_int("m", m, 1, 64)
     w = model.get_input_embeddings().weight.detach().float()
     g = torch.Generator().manual_seed(int(seed))
@@ -74,7 +71,7 @@ def perturbation_test(model, n=8, radii=None, *, m=1, directions=16, seed=0, mem
     Returns dict(radii, eps (eps_in), same_input [len], same_output [len], base (ids),
     dtype). ``radii`` default: eps_in * 10^(-2..9) (up to beyond |z|).
     """
-    model = _unwrap(model)
+    model = hf_model(model)
     directions = _check_int("directions", directions, 1, 4096)
     dt = model_dtype_name(model)
     mdt = next(model.parameters()).dtype
@@ -106,7 +103,7 @@ def saturation_test(model, n=8, width=1.0, ks=(2, 4, 8, 16, 32), *, m=1, seed=0,
     embedding std times sqrt(d) (the typical norm of a memory vector), so 1.0 is a region as
     wide as the prompts themselves. Returns dict(ks, prompts, spacing, distinct).
     """
-    model = _unwrap(model)
+    model = hf_model(model)
     if not (isinstance(width, (int, float)) and math.isfinite(width) and width > 0):
         raise ValueError(f"width must be a number > 0; got {width!r}")
     ks = [_check_int("k", int(k), 2, 128) for k in ks]
