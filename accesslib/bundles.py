@@ -144,14 +144,51 @@ def geometry_record(report, effective=None) -> dict:
     return rec
 
 
-def measure_geometry(lm, model_name, *, seed=0, progress=True, effective_eps=16, **options) -> dict:
+def crammed_memory(lm, n: int, *, source: str = "tokens", seed: int = 0, tries: int = 4):
+    """A memory vector (m = 1) that greedily produces an n-token target, crammed with the fast
+    protocol: (memory [1, d], target ids), or None when none of ``tries`` targets could be
+    crammed."""
+    from . import cramming, targets
+
+    n = max(2, int(n))
+    tg, _ = targets.make_targets(source, n, tries, seed=seed, tokenizer=lm.tokenizer,
+                                 vocab_size=lm.facts.vocab_size)
+    res = cramming.cram(lm, tg, 1, seed=seed, **cramming.PROTOCOLS["fast"])
+    for i, r in enumerate(res.strings):
+        if r.success:
+            return r.memory.reshape(1, -1), [int(t) for t in tg[i].tolist()]
+    return None
+
+
+def measure_geometry(lm, model_name, *, seed=0, progress=True, effective_eps=16, memory_n=None,
+                     memory_source="tokens", **options) -> dict:
     """:func:`geometry_record` of a fresh :func:`accesslib.geometry.geometry_report` (``options``
-    go to it) with the effective eps over ``effective_eps`` random directions (0: none)."""
+    go to it) with the effective eps over ``effective_eps`` random directions (0: none).
+
+    The effective eps is measured around a memory crammed to reproduce ``memory_n`` random
+    targets from ``memory_source`` (:func:`crammed_memory`; e.g. a little below n50 at m = 1),
+    the output that must not change
+    being those n tokens; without ``memory_n``, or when cramming fails, around a random memory
+    vector (the cramming init), watching 4 tokens.
+    """
     from .geometry import effective_eps as measure_eff, geometry_report
 
     rep = geometry_report(lm, name=model_name, progress=progress, seed=seed, **options)
-    eff = measure_eff(lm, n_directions=int(effective_eps), seed=seed) if effective_eps else None
-    return geometry_record(rep, eff)
+    eff, around = None, None
+    if effective_eps:
+        got = crammed_memory(lm, memory_n, source=memory_source, seed=seed) if memory_n else None
+        if got is not None:
+            mem, ids = got
+            n = len(ids)
+            eff = measure_eff(lm, mem, n_directions=int(effective_eps), n_tokens=n, seed=seed)
+            around = f"a memory crammed with {n} tokens ({memory_source})"
+        else:
+            eff = measure_eff(lm, n_directions=int(effective_eps), seed=seed)
+            around = "a random memory vector (4 tokens)"
+    rec = geometry_record(rep, eff)
+    if around:
+        rec["effective_eps"]["around"] = around
+    return rec
 
 
 def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16, source: str = "natural",
@@ -200,7 +237,10 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
         bar.close()
     geo = None
     if geometry is True:
-        geo = measure_geometry(lm, model_name, seed=seed, progress=progress, **(geometry_options or {}))
+        n50s = [c["n50"] for c in curves if c["m"] == 1 and c["n50"]]
+        opts = dict(memory_n=int(0.75 * n50s[0]) if n50s else None, memory_source=source)
+        opts.update(geometry_options or {})
+        geo = measure_geometry(lm, model_name, seed=seed, progress=progress, **opts)
     elif isinstance(geometry, dict):   # a record measured before (python -m accesslib geometry --out)
         geo = geometry
     f = lm.facts

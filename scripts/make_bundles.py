@@ -135,6 +135,8 @@ def main(argv=None):
                    help="search=grid: these lengths for every m, or M:N1,N2,... per m (1:16,24 2:40,56)")
     p.add_argument("--max-steps", type=int, default=None)
     p.add_argument("--patience", type=int, default=None)
+    p.add_argument("--precision", type=float, default=None,
+                   help="bisect search: target relative stderr of n50 (default 0.02)")
     p.add_argument("--store", default=None, help="results store (default: the user's store)")
     p.add_argument("--out", default=None, help="bundle directory (default: the package's data/bundles)")
     p.add_argument("--table", default=str(ROOT / "docs" / "cramming-results.md"))
@@ -163,7 +165,11 @@ def main(argv=None):
         for name in a.models or bundles.available("cram"):
             t0 = time.perf_counter()
             b = bundles.load("cram", name, a.out)
-            b["geometry"] = bundles.measure_geometry(load_model(name), name, seed=b.get("seed", 0))
+            n50s = [c["n50"] for c in b["curves"] if c["m"] == 1 and c["n50"]]
+            # effective eps around a memory that holds a string a little shorter than n50 (m = 1)
+            b["geometry"] = bundles.measure_geometry(load_model(name), name, seed=b.get("seed", 0),
+                                                     memory_n=int(0.75 * n50s[0]) if n50s else None,
+                                                     memory_source=b["source"])
             b["geometry"]["command"] = command
             path = bundles.save(b, a.out)
             g = b["geometry"]
@@ -180,7 +186,8 @@ def main(argv=None):
             a.samples, a.m = min(a.samples, 2), a.m[:2]
             a.max_steps = a.max_steps or 40
             geometry_options = dict(per_length=4, lengths=[4, 16], n_cells=2000, effective_eps=2)
-        overrides = {k: v for k, v in (("max_steps", a.max_steps), ("patience", a.patience)) if v}
+        overrides = {k: v for k, v in (("max_steps", a.max_steps), ("patience", a.patience),
+                                        ("precision", a.precision)) if v}
         if a.search == "grid":
             if not a.lengths:
                 p.error("--search grid needs --lengths")

@@ -237,3 +237,21 @@ def test_sweep_app_runs_in_process_and_fills_the_curve(tmp_path):
     public = SweepApp(spec=spec, scheduler="inprocess", canvas="agg", policy=public_policy([embedded.DEFAULT]))
     public.run_button.click()
     assert "switched off on this public server" in public.last_error
+
+
+def test_effective_eps_around_a_crammed_memory():
+    from accesslib import geometry
+    from accesslib.models import load_model
+    lm = load_model(embedded.DEFAULT)
+    mem, ids = bundles.crammed_memory(lm, 3, source="natural")
+    assert mem.shape == (1, lm.facts.d) and len(ids) == 3
+    # the memory reproduces its 3-token target greedily, i.e. it is a real crammed memory
+    assert geometry.greedy_continuations(lm, mem[None], 3)[0].tolist() == ids
+    rec = bundles.measure_geometry(lm, embedded.DEFAULT, progress=False, effective_eps=4, memory_n=3,
+                                   memory_source="natural", lengths=[4, 16], per_length=8, n_cells=2000)
+    eff = rec["effective_eps"]
+    assert eff["n_tokens"] == 3 and len(eff["rel"]) == 4
+    assert eff["around"] == "a memory crammed with 3 tokens (natural)"
+    rec0 = bundles.measure_geometry(lm, embedded.DEFAULT, progress=False, effective_eps=2,
+                                    lengths=[4], per_length=8, n_cells=1000)
+    assert rec0["effective_eps"]["around"].startswith("a random memory vector")
