@@ -199,7 +199,8 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
 
     Uses :func:`accesslib.experiments.accessibility_curve` (strings go to ``store`` when given,
     so an interrupted run resumes) and :func:`fit_slope`. ``cram_overrides`` (e.g. max_steps)
-    are recorded in the settings; ``lengths`` (search="grid") may be a dict {m: lengths}.
+    are recorded in the settings; ``lengths`` (search="grid") may be a dict {m: lengths};
+    ``prefix_ids="bos"`` puts the model's BOS token before the memory.
     With ``geometry`` the model's support and decoder cells are
     measured too (:func:`accesslib.geometry.geometry_report`), so the apps can draw the
     refined bounds; ``geometry`` may also be a geometry record measured before (a dict).
@@ -208,6 +209,9 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
     from .models import load_model
 
     lm = load_model(model_name)
+    if cram_overrides.get("prefix_ids") == "bos":   # the model's BOS token before the memory
+        from .cramming import default_prefix
+        cram_overrides["prefix_ids"] = default_prefix(lm) or None
     t0 = time.perf_counter()
     curves, ex = [], []
     bar = None

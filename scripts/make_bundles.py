@@ -135,6 +135,9 @@ def main(argv=None):
                    help="search=grid: these lengths for every m, or M:N1,N2,... per m (1:16,24 2:40,56)")
     p.add_argument("--max-steps", type=int, default=None)
     p.add_argument("--patience", type=int, default=None)
+    p.add_argument("--lr", type=float, default=None, help="override the protocol's learning rate")
+    p.add_argument("--bos", action="store_true",
+                   help="put the model's BOS token before the memory (real models: attention sink)")
     p.add_argument("--precision", type=float, default=None,
                    help="bisect search: target relative stderr of n50 (default 0.02)")
     p.add_argument("--store", default=None, help="results store (default: the user's store)")
@@ -187,7 +190,9 @@ def main(argv=None):
             a.max_steps = a.max_steps or 40
             geometry_options = dict(per_length=4, lengths=[4, 16], n_cells=2000, effective_eps=2)
         overrides = {k: v for k, v in (("max_steps", a.max_steps), ("patience", a.patience),
-                                        ("precision", a.precision)) if v}
+                                        ("precision", a.precision), ("lr", a.lr)) if v}
+        if a.bos:
+            overrides["prefix_ids"] = "bos"
         if a.search == "grid":
             if not a.lengths:
                 p.error("--search grid needs --lengths")

@@ -138,7 +138,7 @@ def test_make_bundles_grid_per_m_geometry_file_and_geometry_only(fast_bundle, tm
     script = str(ROOT / "scripts" / "make_bundles.py")
     cmd = [sys.executable, script, "--models", embedded.DEFAULT, "--m", "1", "2", "--samples", "2",
            "--source", "tokens", "--search", "grid", "--lengths", "1:2,3", "2:4", "--max-steps", "20",
-           "--patience", "10", "--geometry-file", str(gfile), "--out", str(tmp_path),
+           "--patience", "10", "--bos", "--geometry-file", str(gfile), "--out", str(tmp_path),
            "--store", str(tmp_path / "s.sqlite")]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -146,6 +146,9 @@ def test_make_bundles_grid_per_m_geometry_file_and_geometry_only(fast_bundle, tm
     assert [c["lengths"] for c in b["curves"]] == [[2, 3], [4]]          # the grid, per m
     assert [sum(c["totals"]) for c in b["curves"]] == [4, 2]
     assert b["source"] == "tokens" and b["settings"]["patience"] == 10
+    from accesslib.cramming import default_prefix
+    from accesslib.models import load_model
+    assert b["settings"]["prefix_ids"] == (default_prefix(load_model(embedded.DEFAULT)) or None)
     assert b["geometry"] == geo                                          # taken, not measured
     # --geometry-only keeps the curves and replaces the geometry with a fresh measurement
     proc = subprocess.run([sys.executable, script, "--geometry-only", "--models", embedded.DEFAULT,
