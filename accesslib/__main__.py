@@ -70,6 +70,9 @@ def _add_cram(p: argparse.ArgumentParser):
     p.add_argument("--max-steps", type=_positive_int, help="override the protocol's step limit")
     p.add_argument("--patience", type=_positive_int, help="override the protocol's patience")
     p.add_argument("--lr", type=_positive_float, help="override the protocol's learning rate")
+    p.add_argument("--bos", action="store_true",
+                   help="put the model's BOS token before the memory (real models use it as an "
+                        "attention sink)")
     p.add_argument("--seed", type=int, default=0, help="seed of the targets and the initial memory")
     p.add_argument("--precision", type=_positive_float, default=0.02,
                    help="bisect search: target relative stderr of n50 (default 0.02)")
@@ -107,6 +110,9 @@ def _run_cram(args) -> int:
     lm = _load(args.model, args.dtype, args.device)
     store = ResultsStore(args.store) if args.store else ResultsStore()
     overrides = dict(max_steps=args.max_steps, patience=args.patience, lr=args.lr)
+    if args.bos:
+        from .cramming import default_prefix
+        overrides["prefix_ids"] = default_prefix(lm) or None
     total = len(args.m) * len(args.lengths) * args.samples if args.lengths else None
     bar = None
     if not args.no_progress:

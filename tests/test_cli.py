@@ -90,3 +90,17 @@ def test_geometry_bad_values_one_line(argv, msg, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert msg in err and len(err.strip().splitlines()) == 1
+
+
+def test_cram_bos_puts_the_models_bos_before_the_memory(tmp_path, capsys):
+    from accesslib.cramming import default_prefix
+    from accesslib.models import load_model
+    from accesslib.store import ResultsStore
+    store = tmp_path / "r.sqlite"
+    argv = ["cram", "--model", "tiny-d32-v257", "--m", "1", "--samples", "2", "--source", "tokens",
+            "--lengths", "2", "--protocol", "fast", "--max-steps", "20", "--bos", "--store", str(store),
+            "--threads", "1", "--no-progress"]
+    assert main(argv) == 0
+    rows = ResultsStore(store).rows()
+    bos = default_prefix(load_model("tiny-d32-v257"))
+    assert len(rows) == 2 and bos and all(r["prefix_ids"] == bos for r in rows)
