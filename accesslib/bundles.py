@@ -137,57 +137,68 @@ def geometry_record(report, effective=None) -> dict:
         if report.sconv_drop is not None:
             rec["s_conv_drop"] = report.sconv_drop.s_conv
     if effective is not None:
-        rec["effective_eps"] = dict(
-            rel=[float(x) if np.isfinite(x) else None for x in effective.rel],
-            n_tokens=int(effective.n_tokens), t_max=float(effective.t_max),
-            median=float(effective.quantiles()[1]) if np.isfinite(effective.quantiles()[1]) else None)
+        rec["effective_eps"] = _effective_record(effective)
     return rec
 
 
-def crammed_memory(lm, n: int, *, source: str = "tokens", seed: int = 0, tries: int = 4):
-    """A memory vector (m = 1) that greedily produces an n-token target, crammed with the fast
-    protocol: (memory [1, d], target ids), or None when none of ``tries`` targets could be
-    crammed."""
+def crammed_memory(lm, n: int, *, source: str = "tokens", seed: int = 0, tries: int = 4,
+                   prefix_ids=None):
+    """A memory vector (m = 1) that greedily produces an n-token target (after ``prefix_ids``),
+    crammed with the fast protocol: (memory [1, d], target ids), or None when none of
+    ``tries`` targets could be crammed."""
     from . import cramming, targets
 
     n = max(2, int(n))
     tg, _ = targets.make_targets(source, n, tries, seed=seed, tokenizer=lm.tokenizer,
                                  vocab_size=lm.facts.vocab_size)
-    res = cramming.cram(lm, tg, 1, seed=seed, **cramming.PROTOCOLS["fast"])
+    res = cramming.cram(lm, tg, 1, seed=seed, prefix_ids=prefix_ids, **cramming.PROTOCOLS["fast"])
     for i, r in enumerate(res.strings):
         if r.success:
             return r.memory.reshape(1, -1), [int(t) for t in tg[i].tolist()]
     return None
 
 
+def measure_effective_eps(lm, directions: int = 16, *, memory_n=None, source="tokens",
+                          prefix_ids=None, seed=0) -> dict:
+    """The effective-eps part of a geometry record: thresholds over ``directions`` random
+    directions around a memory crammed with ``memory_n`` tokens from ``source`` after
+    ``prefix_ids`` (:func:`crammed_memory`; e.g. a little below n50 at m = 1), the output
+    that must not change being those n tokens; without ``memory_n``, or when cramming fails,
+    around a random memory vector (the cramming init), watching 4 tokens."""
+    from .geometry import effective_eps
+
+    got = crammed_memory(lm, memory_n, source=source, seed=seed, prefix_ids=prefix_ids) if memory_n else None
+    if got is not None:
+        mem, ids = got
+        eff = effective_eps(lm, mem, n_directions=int(directions), n_tokens=len(ids),
+                            prefix_ids=prefix_ids, seed=seed)
+        around = f"a memory crammed with {len(ids)} tokens ({source})"
+    else:
+        eff = effective_eps(lm, n_directions=int(directions), prefix_ids=prefix_ids, seed=seed)
+        around = "a random memory vector (4 tokens)"
+    rec = _effective_record(eff)
+    rec.update(around=around, prefix_ids=list(prefix_ids or []))
+    return rec
+
+
+def _effective_record(effective) -> dict:
+    med = effective.quantiles()[1]
+    return dict(rel=[float(x) if np.isfinite(x) else None for x in effective.rel],
+                n_tokens=int(effective.n_tokens), t_max=float(effective.t_max),
+                median=float(med) if np.isfinite(med) else None)
+
+
 def measure_geometry(lm, model_name, *, seed=0, progress=True, effective_eps=16, memory_n=None,
-                     memory_source="tokens", **options) -> dict:
+                     memory_source="tokens", prefix_ids=None, **options) -> dict:
     """:func:`geometry_record` of a fresh :func:`accesslib.geometry.geometry_report` (``options``
-    go to it) with the effective eps over ``effective_eps`` random directions (0: none).
+    go to it) with :func:`measure_effective_eps` over ``effective_eps`` directions (0: none)."""
+    from .geometry import geometry_report
 
-    The effective eps is measured around a memory crammed to reproduce ``memory_n`` random
-    targets from ``memory_source`` (:func:`crammed_memory`; e.g. a little below n50 at m = 1),
-    the output that must not change
-    being those n tokens; without ``memory_n``, or when cramming fails, around a random memory
-    vector (the cramming init), watching 4 tokens.
-    """
-    from .geometry import effective_eps as measure_eff, geometry_report
-
-    rep = geometry_report(lm, name=model_name, progress=progress, seed=seed, **options)
-    eff, around = None, None
+    rec = geometry_record(geometry_report(lm, name=model_name, progress=progress, seed=seed, **options))
     if effective_eps:
-        got = crammed_memory(lm, memory_n, source=memory_source, seed=seed) if memory_n else None
-        if got is not None:
-            mem, ids = got
-            n = len(ids)
-            eff = measure_eff(lm, mem, n_directions=int(effective_eps), n_tokens=n, seed=seed)
-            around = f"a memory crammed with {n} tokens ({memory_source})"
-        else:
-            eff = measure_eff(lm, n_directions=int(effective_eps), seed=seed)
-            around = "a random memory vector (4 tokens)"
-    rec = geometry_record(rep, eff)
-    if around:
-        rec["effective_eps"]["around"] = around
+        rec["effective_eps"] = measure_effective_eps(lm, effective_eps, memory_n=memory_n,
+                                                     source=memory_source, prefix_ids=prefix_ids,
+                                                     seed=seed)
     return rec
 
 
@@ -242,7 +253,8 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
     geo = None
     if geometry is True:
         n50s = [c["n50"] for c in curves if c["m"] == 1 and c["n50"]]
-        opts = dict(memory_n=int(0.75 * n50s[0]) if n50s else None, memory_source=source)
+        opts = dict(memory_n=int(0.75 * n50s[0]) if n50s else None, memory_source=source,
+                    prefix_ids=(settings or {}).get("prefix_ids"))
         opts.update(geometry_options or {})
         geo = measure_geometry(lm, model_name, seed=seed, progress=progress, **opts)
     elif isinstance(geometry, dict):   # a record measured before (python -m accesslib geometry --out)

@@ -148,8 +148,12 @@ def main(argv=None):
     p.add_argument("--geometry-file", default=None,
                    help="use this geometry record (python -m accesslib geometry --out FILE) "
                         "instead of measuring it")
+    p.add_argument("--effective-eps", type=int, default=None, metavar="K",
+                   help="--geometry-only: directions for the effective eps (default 16; with "
+                        "--geometry-file, re-measure it around a crammed memory)")
     p.add_argument("--geometry-only", action="store_true",
-                   help="keep the bundles' curves, re-measure and replace only their geometry")
+                   help="keep the bundles' curves, re-measure (or take from --geometry-file) and "
+                        "replace only their geometry")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads (tiny models are overhead-bound: 1 is fastest, and fair on a shared CPU)")
     p.add_argument("--fast", action="store_true", help="tiny settings (tests): 2 strings, m=1,2, 40 steps")
@@ -169,11 +173,19 @@ def main(argv=None):
             t0 = time.perf_counter()
             b = bundles.load("cram", name, a.out)
             n50s = [c["n50"] for c in b["curves"] if c["m"] == 1 and c["n50"]]
-            # effective eps around a memory that holds a string a little shorter than n50 (m = 1)
-            b["geometry"] = bundles.measure_geometry(load_model(name), name, seed=b.get("seed", 0),
-                                                     memory_n=int(0.75 * n50s[0]) if n50s else None,
-                                                     memory_source=b["source"])
-            b["geometry"]["command"] = command
+            # effective eps around a memory that holds a string a little shorter than n50 (m = 1),
+            # crammed the way the bundle's strings were (same source, same prefix)
+            eff = dict(memory_n=int(0.75 * n50s[0]) if n50s else None, seed=b.get("seed", 0),
+                       prefix_ids=b["settings"].get("prefix_ids"))
+            if a.geometry_file:   # a record measured before (python -m accesslib geometry --out)
+                b["geometry"] = json.loads(Path(a.geometry_file).read_text())
+                if a.effective_eps:
+                    b["geometry"]["effective_eps"] = bundles.measure_effective_eps(
+                        load_model(name), a.effective_eps, source=b["source"], **eff)
+            else:
+                b["geometry"] = bundles.measure_geometry(load_model(name), name, memory_source=b["source"],
+                                                         effective_eps=a.effective_eps or 16, **eff)
+                b["geometry"]["command"] = command
             path = bundles.save(b, a.out)
             g = b["geometry"]
             print(f"{name}: geometry re-measured (s_conv {g.get('s_conv', float('nan')):.3f}, "

@@ -160,6 +160,16 @@ def test_make_bundles_grid_per_m_geometry_file_and_geometry_only(fast_bundle, tm
     assert g["s_conv_zero_hit"] == "bound" and g["s_conv"] < 0 and "--geometry-only" in g["command"]
     assert sum(g["cell_hits"]["counts"]) == g["cells_n_samples"]
     assert len(g["effective_eps"]["rel"]) == 16
+    # a record from a file, with the effective eps re-measured the way the strings were crammed
+    proc = subprocess.run([sys.executable, script, "--geometry-only", "--models", embedded.DEFAULT,
+                           "--geometry-file", str(gfile), "--effective-eps", "2", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    g3 = bundles.load("cram", embedded.DEFAULT, tmp_path)["geometry"]
+    assert {k: v for k, v in g3.items() if k != "effective_eps"} == \
+        {k: v for k, v in geo.items() if k != "effective_eps"}
+    assert len(g3["effective_eps"]["rel"]) == 2
+    assert g3["effective_eps"]["prefix_ids"] == (b["settings"]["prefix_ids"] or [])
     bad = subprocess.run([sys.executable, script, "--models", embedded.DEFAULT, "--search", "grid",
                           "--lengths", "1:2", "--m", "1", "2", "--out", str(tmp_path)],
                          capture_output=True, text=True, timeout=300)
