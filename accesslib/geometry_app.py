@@ -193,6 +193,60 @@ def model_choices():
     return out + [TINY_RANDOM]
 
 
+def shipped_geometry(name):
+    """The geometry record stored in ``name``'s cramming bundle, or None."""
+    from . import bundles
+    if name not in bundles.available("cram"):
+        return None
+    rec = bundles.load("cram", name).get("geometry") or None
+    return rec if rec and rec.get("cell_hits") and rec.get("slopes") else None
+
+
+def _eff_view(rel, t_max, around):
+    rel = np.asarray(rel, dtype=float)
+    q = np.quantile(rel, (0.1, 0.5, 0.9), method="inverted_cdf")
+    fmt = [f"> {t_max:.3g}" if not np.isfinite(x) else f"{x:.3g}" for x in q]
+    return dict(q10=fmt[0], q50=fmt[1], q90=fmt[2], directions=int(rel.size), around=around)
+
+
+def view_from_report(rep, eff=None) -> dict:
+    """What :class:`ModelGeometryApp` shows, from a fresh :class:`accesslib.geometry.GeometryReport`
+    (and :class:`~accesslib.geometry.EffectiveEps`)."""
+    st, sc = rep.stats, rep.sconv
+    return dict(name=rep.name, source="", d=rep.d, vocab_size=rep.vocab_size, n=st.n, r_inf=st.r_inf,
+                r_2=st.r_2, min_cos=st.min_cos, phi=float(st.phi), eps=rep.eps, dtype=rep.dtype,
+                shares=rep.cells.shares, n_cells=rep.cells.n_samples, zero_hit=rep.cells.zero_hit,
+                s_conv=sc.s_conv, s_conv_drop=(rep.sconv_drop or sc).s_conv, rule=sc.zero_hit,
+                sample_limited=bool(sc.sample_limited), zero_fraction=sc.zero_fraction,
+                floor=sc.floor if sc.floor is not None else math.log(1.0 / rep.cells.n_samples),
+                slopes={k: s.C for k, s in rep.slopes.items()},
+                eff=None if eff is None else _eff_view(eff.rel, eff.t_max, "a random memory vector"))
+
+
+def view_from_record(rec, bundle) -> dict:
+    """The same view from a bundle's geometry record (:func:`accesslib.bundles.geometry_record`):
+    the stored hit counts give the histogram, the stored slopes the bars."""
+    from .geometry import zero_hit_share
+    V = int(bundle["facts"]["vocab_size"])
+    n_cells = int(rec["cells_n_samples"])
+    counts = np.zeros(V)
+    counts[np.asarray(rec["cell_hits"]["tokens"], dtype=int)] = rec["cell_hits"]["counts"]
+    zero = int(np.sum(counts == 0))
+    e = rec.get("effective_eps")
+    eff = None
+    if e and e.get("rel"):
+        eff = _eff_view([np.inf if x is None else x for x in e["rel"]], e.get("t_max", 1.0),
+                        e.get("around", "a memory vector"))
+    return dict(name=bundle["model"], source=" (stored)", d=int(bundle["facts"]["d"]), vocab_size=V,
+                n=int(rec["n_samples"]), r_inf=rec["r_inf"], r_2=rec["r_2"], min_cos=rec["min_cos"],
+                phi=rec["phi"], eps=rec["eps"], dtype=rec.get("dtype", "paper"), shares=counts / n_cells,
+                n_cells=n_cells, zero_hit=zero, s_conv=rec["s_conv"], s_conv_drop=rec.get("s_conv_drop"),
+                rule=rec.get("s_conv_zero_hit", "drop"),
+                sample_limited=bool(rec.get("cells_sample_limited")), zero_fraction=zero / V,
+                floor=math.log(zero_hit_share(n_cells)), slopes=dict(rec["slopes"]), eff=eff,
+                created=bundle.get("created", "?"))
+
+
 class ModelGeometryApp(App):
     """Support statistics, decoder-cell shares and refined slopes of a chosen model.
 
@@ -220,9 +274,10 @@ class ModelGeometryApp(App):
                                       value="argmax", description="cells", style=_DESC)
         self.run_btn = W.Button(description="Run", button_style="primary")
         self.stop_btn = W.Button(description="Stop", disabled=True)
+        self.shipped_btn = W.Button(description="Stored measurement", disabled=True)
         self.progress = W.IntProgress(value=0, min=0, max=5, layout=W.Layout(width="200px"))
         self.controls.children = [W.HBox([W.VBox([self.model, self.per_length, self.n_cells]),
-                                          W.VBox([self.assign, W.HBox([self.run_btn, self.stop_btn]),
+                                          W.VBox([self.assign, W.HBox([self.run_btn, self.stop_btn, self.shipped_btn]),
                                                   self.progress])])]
         ax1 = self.fig.add_subplot(1, 2, 1)
         ax2 = self.fig.add_subplot(1, 2, 2)
@@ -231,43 +286,70 @@ class ModelGeometryApp(App):
         self.bars = gp.plot_slope_bars(ax2, SLOPE_ORDER)
         self.report = None
         self.eff = None
+        self.view = None
         self._stop = False
         self._thread = None
         self.run_btn.on_click(lambda _: self.start())
         self.stop_btn.on_click(lambda _: setattr(self, "_stop", True))
-        self.set_status("press Run: nothing is computed when the page loads")
+        self.shipped_btn.on_click(lambda _: self.show_shipped())
+        self.model.observe(self._on_model, names="value")
+        self._on_model()
+        self.set_status("press Run (nothing is computed when the page loads), or show the stored "
+                        "measurement where the model's bundle has one")
         self.redraw()
 
     def update(self):
-        if self.report is None:
+        v = self.view
+        if v is None:
             return
-        rep = self.report
-        gp.update_share_histogram(self.hist, rep.cells.shares, rep.cells.n_samples)
-        gp.update_slope_bars(self.bars, {k: s.C for k, s in rep.slopes.items()})
-        st = rep.stats
-        sc, drop = rep.sconv, rep.sconv_drop or rep.sconv
+        gp.update_share_histogram(self.hist, v["shares"], v["n_cells"])
+        gp.update_slope_bars(self.bars, v["slopes"])
         warn = ""
-        if sc.sample_limited:
-            warn = (f"<br><span style='color:#b35900'>⚠ {sc.zero_fraction:.0%} of the tokens were "
+        if v["sample_limited"]:
+            warn = (f"<br><span style='color:#b35900'>⚠ {v['zero_fraction']:.0%} of the tokens were "
                     f"never hit: the cell bound is set by N (|s<sub>conv</sub>| ≈ ln(N/3) = "
-                    f"{-sc.floor:.2f}) and tightens as N grows</span>")
+                    f"{-v['floor']:.2f}) and tightens as N grows</span>")
         eff = ""
-        if self.eff is not None:
-            q10, q50, q90 = self.eff.quantiles()
-            eff = (f"<br>effective ε (smallest relative change of a random memory vector that "
-                   f"changes the greedy output, {len(self.eff.rel)} directions): median "
-                   f"<b>{self.eff.describe(q50)}</b> (10-90%: {self.eff.describe(q10)} to "
-                   f"{self.eff.describe(q90)}) vs ε/r<sub>∞</sub> = "
-                   f"{rep.eps / st.r_inf:.3g} from {rep.dtype}")
+        if v.get("eff") is not None:
+            e = v["eff"]
+            eff = (f"<br>effective ε (smallest relative change of {e['around']} that changes the "
+                   f"greedy output, {e['directions']} directions): median <b>{e['q50']}</b> "
+                   f"(10-90%: {e['q10']} to {e['q90']}) vs ε/r<sub>∞</sub> = "
+                   f"{v['eps'] / v['r_inf']:.3g} from {v['dtype']}")
+        if v["rule"] == "bound":
+            rule = "shares at their 95% upper bounds"
+            if v["s_conv_drop"] is not None:
+                rule += f"; [A]'s rule, never-hit tokens dropped: {v['s_conv_drop']:.2f}"
+        else:
+            rule = "[A]'s rule: never-hit tokens dropped"
         self.readout.value = (
-            f"<b>{rep.name}</b>: d = {rep.d}, |V| = {rep.vocab_size:,}, {st.n:,} samples · "
-            f"r<sub>∞</sub> = {st.r_inf:.3g}, r<sub>2</sub> = {st.r_2:.3g}, min cos = {st.min_cos:.3f} "
-            f"(φ = {math.degrees(st.phi):.1f}°) · ε = {rep.eps:.3g} · s<sub>conv</sub> = "
-            f"<b>{sc.s_conv:.2f}</b> nats/token (shares at their 95% upper bounds; [A]'s rule, "
-            f"never-hit tokens dropped: {drop.s_conv:.2f}; ln|V| = {math.log(rep.vocab_size):.2f}) · "
-            f"{rep.cells.zero_hit:,} of {rep.vocab_size:,} tokens never hit in N = "
-            f"{rep.cells.n_samples:,}{warn}{eff}")
+            f"<b>{v['name']}</b>{v['source']}: d = {v['d']}, |V| = {v['vocab_size']:,}, {v['n']:,} samples · "
+            f"r<sub>∞</sub> = {v['r_inf']:.3g}, r<sub>2</sub> = {v['r_2']:.3g}, min cos = {v['min_cos']:.3f} "
+            f"(φ = {math.degrees(v['phi']):.1f}°) · ε = {v['eps']:.3g} · s<sub>conv</sub> = "
+            f"<b>{v['s_conv']:.2f}</b> nats/token ({rule}; ln|V| = {math.log(v['vocab_size']):.2f}) · "
+            f"{v['zero_hit']:,} of {v['vocab_size']:,} tokens never hit in N = "
+            f"{v['n_cells']:,}{warn}{eff}")
         self.redraw()
+
+    def _on_model(self, *_):
+        rec = shipped_geometry(self.model.value)
+        self.shipped_btn.disabled = rec is None
+        self.shipped_btn.tooltip = ("show the measurement stored with this model's bundle" if rec else
+                                    "no stored measurement for this model: press Run")
+
+    def show_shipped(self):
+        """Draw the geometry stored in the chosen model's bundle (no computation)."""
+        name = self.model.value
+        rec = shipped_geometry(name)
+        if rec is None:
+            self.set_status(f"{name} has no stored geometry: press Run to measure it")
+            return
+        from . import bundles
+        self.report, self.eff = None, None
+        self.view = view_from_record(rec, bundles.load("cram", name))
+        self.set_status(f"stored measurement of {name} (bundle made {self.view['created']}); "
+                        "press Run to measure again with the settings above")
+        self.update()
 
     def start(self, wait=False):
         """Run the measurement in a background thread (``wait=True``: in this thread)."""
@@ -305,12 +387,14 @@ class ModelGeometryApp(App):
             self.report = geometry.geometry_report(lm, name=name, samples=x, n_cells=self.n_cells.value,
                                                    assign=self.assign.value, progress=False)
             self.eff = None
+            self.view = view_from_report(self.report)
             self.progress.value = 4
             if self._stop:
                 self.update()
                 return self.set_status("stopped before the effective-eps measurement")
             self.set_status("effective ε: perturbing a memory vector until the greedy output changes ...")
             self.eff = geometry.effective_eps(lm, n_directions=8, n_tokens=4)
+            self.view = view_from_report(self.report, self.eff)
             self.progress.value = 5
             self.set_status("done")
             self.update()

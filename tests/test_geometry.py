@@ -316,3 +316,30 @@ def test_model_geometry_app_runs_on_tiny_model():
     assert f"median <b>{app.eff.describe(app.eff.quantiles()[1])}</b>" in txt
     # 2,000 samples over 512 tokens: not sample-limited unless most tokens are missed
     assert ("never hit: the cell bound is set by N" in txt) == rep.sconv.sample_limited
+
+
+def test_model_geometry_app_shows_the_stored_measurement():
+    """The default model's bundle carries its geometry: the app draws it without computing,
+    and the histogram and bars are the stored counts and slopes."""
+    from accesslib import bundles, embedded
+    from accesslib.geometry_app import TINY_RANDOM, ModelGeometryApp, shipped_geometry
+    rec = shipped_geometry(embedded.DEFAULT)
+    assert rec is not None and shipped_geometry(TINY_RANDOM) is None
+    app = ModelGeometryApp(canvas="agg", model=TINY_RANDOM)
+    assert app.shipped_btn.disabled                  # no bundle for the random model
+    app.model.value = embedded.DEFAULT
+    assert not app.shipped_btn.disabled
+    app.shipped_btn.click()
+    assert app.last_error is None and app.report is None and app.view is not None
+    heights = {k: b.get_height() for k, b in zip(app.bars["kinds"], app.bars["bars"])}
+    for k, C in rec["slopes"].items():
+        assert heights[k] == pytest.approx(C)
+    V = bundles.load("cram", embedded.DEFAULT)["facts"]["vocab_size"]
+    hit = len(rec["cell_hits"]["tokens"])
+    assert sum(b.get_height() for b in app.hist["bars"]) == hit
+    assert app.view["shares"].sum() == pytest.approx(1.0)
+    txt = app.readout.value
+    assert f"{V - hit:,} of {V:,} tokens never hit in N = {rec['cells_n_samples']:,}" in txt
+    assert f"<b>{rec['s_conv']:.2f}</b>" in txt and f"{rec['s_conv_drop']:.2f}" in txt
+    assert f"r<sub>∞</sub> = {rec['r_inf']:.3g}" in txt and "(stored)" in txt
+    assert "effective ε" in txt and rec["effective_eps"]["around"] in txt
