@@ -48,7 +48,7 @@ def table_markdown(directory=None) -> str:
             n50 = f"{c['n50']:.1f} ± {c['n50_stderr']:.1f}" if c["n50"] is not None and c["n50_stderr"] is not None \
                 else (f"{c['n50']:.1f}" if c["n50"] is not None else c["fit_message"])
             lines.append(f"| {name} | {b['facts']['d']} | {b['facts']['vocab_size']} | {b['source']} | {c['m']} | "
-                         f"{len(c['lengths'])} | {sum(c['totals'])} | {n50} | {c['wall_time']:.0f} |")
+                         f"{len(c['lengths'])} | {sum(c['totals'])} | {n50} | {_wall(c)} |")
     lines += ["", "## Slope n50 = a*m + b and the theory/experiment ratio", "",
               "C_ball = d ln(1 + 2r/eps)/ln|V| with eps = r_inf * 2^-11 ([A]'s choice); C_box from the",
               "measured per-coordinate extents; ratios are C/a.", "",
@@ -66,10 +66,24 @@ def table_markdown(directory=None) -> str:
             f"| {name} | {b['facts']['d']} | {b['facts']['vocab_size']} | "
             f"{fmt(sl.get('slope'), '.2f')} ± {fmt(sl.get('slope_stderr'), '.2f')} | {fmt(sl.get('r2'), '.3f')} | "
             f"{fmt(rb.get('C'))} | {fmt(rb.get('ratio'))} | {fmt(rx.get('C'))} | {fmt(rx.get('ratio'))} | "
-            f"{b['source']}, {b['protocol']}, {b['samples']} strings/length, max_steps {st.get('max_steps')} | "
-            f"{b['hardware'].get('cpu', '?')} ({b['hardware'].get('cores')} cores) | {b['wall_time']:.0f} |")
+            f"{b['source']}, {b['protocol']}, {b['samples']} strings/length, max_steps {st.get('max_steps')}"
+            f"{', after BOS' if st.get('prefix_ids') else ''} | "
+            f"{b['hardware'].get('cpu', '?')} ({b['hardware'].get('cores')} cores) | {_wall(b)} |")
     lines += refined_table(names, directory)
     return "\n".join(lines) + "\n"
+
+
+def _wall(rec) -> str:
+    """Wall time of the run that wrote a curve or bundle, naming the curves whose strings were
+    all taken from the results store (crammed by an earlier run, so their time is not in it)."""
+    curves = rec.get("curves", [rec])
+    old = [c for c in curves if c.get("strings_from_store") and not c.get("strings_crammed")]
+    if not old:
+        return f"{rec['wall_time']:.0f}"
+    if "curves" not in rec:
+        return f"{rec['wall_time']:.0f} ({rec['strings_from_store']} strings from an earlier run's store)"
+    ms = ", ".join(str(c["m"]) for c in old)
+    return f"{rec['wall_time']:.0f} (m = {ms} from an earlier run's store)"
 
 
 def refined_table(names, directory=None) -> list[str]:

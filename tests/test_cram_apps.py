@@ -270,3 +270,30 @@ def test_effective_eps_around_a_crammed_memory():
     rec0 = bundles.measure_geometry(lm, embedded.DEFAULT, progress=False, effective_eps=2,
                                     lengths=[4], per_length=8, n_cells=1000)
     assert rec0["effective_eps"]["around"].startswith("a random memory vector")
+
+
+@pytest.mark.parametrize("name", bundles.available("cram"))
+def test_every_shipped_bundle_draws_in_the_apps(name):
+    """Each shipped bundle (embedded family and SmolLM2-135M): the predicted-vs-measured app
+    shows its n50 markers and, at its own r and eps, the refined slopes stored with its
+    geometry; the geometry app's stored view shows the same slopes."""
+    from accesslib.geometry_app import ModelGeometryApp
+
+    b = bundles.load("cram", name)
+    app = PredictedApp(canvas="agg", model=name, published=False)
+    assert app.last_error is None, app.last_error
+    n50 = [c["n50"] for c in b["curves"] if c["n50"] is not None]
+    assert list(app.art["measured"].lines[0].get_ydata()) == pytest.approx(n50)
+    geo = b["geometry"]
+    assert app.r.value == pytest.approx(geo["r_inf"], rel=1e-2)   # slider steps in log10 0.01
+    app.r.value, app.eps_rel.value = geo["r_inf"], geo["eps"] / geo["r_inf"]
+    shown = app.values["slopes"]
+    assert {"ball", "box", "cone", "ellipsoid", "cells"} <= set(shown) & set(geo["slopes"])
+    for k in set(shown) & set(geo["slopes"]):
+        assert shown[k] == pytest.approx(geo["slopes"][k], rel=1e-2), k
+    g = ModelGeometryApp(canvas="agg")
+    if name not in g.model.options:   # an offline real model that is not installed
+        g.model.options = list(g.model.options) + [name]
+    g.model.value = name
+    g.show_shipped()
+    assert g.last_error is None and g.view["slopes"] == geo["slopes"]
