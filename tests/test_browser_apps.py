@@ -79,3 +79,22 @@ def test_app_page_opens_complete_without_error(voila_server, page, notebook):
     assert not [e for e in page.console_errors if "Traceback" in e]
     if SHOTS:
         page.screenshot(path=os.path.join(SHOTS, notebook.replace(".ipynb", ".png")), full_page=True)
+
+
+def test_geometry_page_shows_the_stored_measurement(voila_server, page):
+    """05: the default model's stored geometry is one click away, with no computation."""
+    open_app(page, voila_server, "05-geometry.ipynb")
+    button = _button(page, "Stored measurement")
+    button.wait_for(timeout=60000)
+    assert button.is_enabled()
+    figs = page.locator(".jupyter-matplotlib-figure, .widget-image")
+    before = figs.nth(1).screenshot()                  # the model panel (after the 2-D toy)
+    button.click()
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.accesslib-readout')].some(e => /\\(stored\\)/.test(e.innerText))",
+        timeout=60000)
+    wait_idle(page, 2500)
+    text = " ".join(page.locator(".accesslib-readout").all_inner_texts())
+    assert "tokens never hit in N = 1,000,000" in text and "effective ε" in text
+    assert figs.nth(1).screenshot() != before
+    assert_no_error(page)
