@@ -290,13 +290,23 @@ class EffectiveEps:
     t_max: float
 
     def quantiles(self, q=(0.1, 0.5, 0.9)):
-        """Quantiles over the directions, each one an observed threshold (inf where the output
-        did not change up to t_max)."""
-        return np.quantile(self.rel, q, method="inverted_cdf")
+        """Quantiles over the directions (:func:`threshold_quantiles`)."""
+        return threshold_quantiles(self.rel, q)
 
     def describe(self, value):
-        """A threshold as text: '> t_max' for directions that never changed the output."""
-        return f"> {self.t_max:.3g}" if not np.isfinite(value) else f"{value:.3g}"
+        """A threshold as text (:func:`describe_threshold`)."""
+        return describe_threshold(value, self.t_max)
+
+
+def threshold_quantiles(rel, q=(0.1, 0.5, 0.9)):
+    """Quantiles of effective-eps thresholds, each one an observed threshold (inf where the
+    output did not change up to t_max)."""
+    return np.quantile(np.asarray(rel, dtype=float), q, method="inverted_cdf")
+
+
+def describe_threshold(value, t_max):
+    """A threshold as text: '> t_max' for directions that never changed the output."""
+    return f"> {t_max:.3g}" if not np.isfinite(value) else f"{value:.3g}"
 
 
 def effective_eps(model, memory=None, *, n_directions=16, n_tokens=4, prefix_ids=None,

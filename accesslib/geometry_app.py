@@ -193,20 +193,29 @@ def model_choices():
     return out + [TINY_RANDOM]
 
 
+def shipped_bundle(name):
+    """``name``'s cramming bundle when it holds a geometry record the app can draw, else None
+    (one file read)."""
+    from . import bundles
+    try:
+        b = bundles.load("cram", name)
+    except ValueError:   # no bundle for this model
+        return None
+    rec = b.get("geometry") or {}
+    return b if rec.get("cell_hits") and rec.get("slopes") else None
+
+
 def shipped_geometry(name):
     """The geometry record stored in ``name``'s cramming bundle, or None."""
-    from . import bundles
-    if name not in bundles.available("cram"):
-        return None
-    rec = bundles.load("cram", name).get("geometry") or None
-    return rec if rec and rec.get("cell_hits") and rec.get("slopes") else None
+    b = shipped_bundle(name)
+    return None if b is None else b["geometry"]
 
 
 def _eff_view(rel, t_max, around):
+    from .geometry import describe_threshold, threshold_quantiles
     rel = np.asarray(rel, dtype=float)
-    q = np.quantile(rel, (0.1, 0.5, 0.9), method="inverted_cdf")
-    fmt = [f"> {t_max:.3g}" if not np.isfinite(x) else f"{x:.3g}" for x in q]
-    return dict(q10=fmt[0], q50=fmt[1], q90=fmt[2], directions=int(rel.size), around=around)
+    q10, q50, q90 = (describe_threshold(x, t_max) for x in threshold_quantiles(rel))
+    return dict(q10=q10, q50=q50, q90=q90, directions=int(rel.size), around=around)
 
 
 def view_from_report(rep, eff=None) -> dict:
@@ -217,16 +226,14 @@ def view_from_report(rep, eff=None) -> dict:
                 r_2=st.r_2, min_cos=st.min_cos, phi=float(st.phi), eps=rep.eps, dtype=rep.dtype,
                 shares=rep.cells.shares, n_cells=rep.cells.n_samples, zero_hit=rep.cells.zero_hit,
                 s_conv=sc.s_conv, s_conv_drop=(rep.sconv_drop or sc).s_conv, rule=sc.zero_hit,
-                sample_limited=bool(sc.sample_limited), zero_fraction=sc.zero_fraction,
-                floor=sc.floor if sc.floor is not None else math.log(1.0 / rep.cells.n_samples),
-                slopes={k: s.C for k, s in rep.slopes.items()},
+                sample_limited=bool(sc.sample_limited), slopes={k: s.C for k, s in rep.slopes.items()},
                 eff=None if eff is None else _eff_view(eff.rel, eff.t_max, "a random memory vector"))
 
 
-def view_from_record(rec, bundle) -> dict:
+def view_from_record(bundle) -> dict:
     """The same view from a bundle's geometry record (:func:`accesslib.bundles.geometry_record`):
     the stored hit counts give the histogram, the stored slopes the bars."""
-    from .geometry import zero_hit_share
+    rec = bundle["geometry"]
     V = int(bundle["facts"]["vocab_size"])
     n_cells = int(rec["cells_n_samples"])
     counts = np.zeros(V)
@@ -242,8 +249,7 @@ def view_from_record(rec, bundle) -> dict:
                 phi=rec["phi"], eps=rec["eps"], dtype=rec.get("dtype", "paper"), shares=counts / n_cells,
                 n_cells=n_cells, zero_hit=zero, s_conv=rec["s_conv"], s_conv_drop=rec.get("s_conv_drop"),
                 rule=rec.get("s_conv_zero_hit", "drop"),
-                sample_limited=bool(rec.get("cells_sample_limited")), zero_fraction=zero / V,
-                floor=math.log(zero_hit_share(n_cells)), slopes=dict(rec["slopes"]), eff=eff,
+                sample_limited=bool(rec.get("cells_sample_limited")), slopes=dict(rec["slopes"]), eff=eff,
                 created=bundle.get("created", "?"))
 
 
@@ -306,9 +312,10 @@ class ModelGeometryApp(App):
         gp.update_slope_bars(self.bars, v["slopes"])
         warn = ""
         if v["sample_limited"]:
-            warn = (f"<br><span style='color:#b35900'>⚠ {v['zero_fraction']:.0%} of the tokens were "
-                    f"never hit: the cell bound is set by N (|s<sub>conv</sub>| ≈ ln(N/3) = "
-                    f"{-v['floor']:.2f}) and tightens as N grows</span>")
+            from .geometry import zero_hit_share
+            warn = (f"<br><span style='color:#b35900'>⚠ {v['zero_hit'] / v['vocab_size']:.0%} of the "
+                    f"tokens were never hit: the cell bound is set by N (|s<sub>conv</sub>| ≈ ln(N/3) = "
+                    f"{-math.log(zero_hit_share(v['n_cells'])):.2f}) and tightens as N grows</span>")
         eff = ""
         if v.get("eff") is not None:
             e = v["eff"]
@@ -332,21 +339,20 @@ class ModelGeometryApp(App):
         self.redraw()
 
     def _on_model(self, *_):
-        rec = shipped_geometry(self.model.value)
-        self.shipped_btn.disabled = rec is None
-        self.shipped_btn.tooltip = ("show the measurement stored with this model's bundle" if rec else
+        has = shipped_bundle(self.model.value) is not None
+        self.shipped_btn.disabled = not has
+        self.shipped_btn.tooltip = ("show the measurement stored with this model's bundle" if has else
                                     "no stored measurement for this model: press Run")
 
     def show_shipped(self):
         """Draw the geometry stored in the chosen model's bundle (no computation)."""
         name = self.model.value
-        rec = shipped_geometry(name)
-        if rec is None:
+        bundle = shipped_bundle(name)
+        if bundle is None:
             self.set_status(f"{name} has no stored geometry: press Run to measure it")
             return
-        from . import bundles
         self.report, self.eff = None, None
-        self.view = view_from_record(rec, bundles.load("cram", name))
+        self.view = view_from_record(bundle)
         self.set_status(f"stored measurement of {name} (bundle made {self.view['created']}); "
                         "press Run to measure again with the settings above")
         self.update()
