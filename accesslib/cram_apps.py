@@ -122,6 +122,8 @@ class CrammingApp(App):
         self.art_loss = cram_plots.plot_loss(ax_l)
         self.art_curve = cram_plots.plot_accessibility(ax_c)
         self._lock = threading.Lock()
+        self._end_lock = threading.Lock()
+        self._ended = True
         self._stop = threading.Event()
         self._thread = None
         self._models = {}
@@ -213,13 +215,17 @@ class CrammingApp(App):
         self.run_error = None
         self.progress.value = 0
         self.run_button.disabled, self.stop_button.disabled = True, False
+        self._ended = False
         self._thread = threading.Thread(target=self._work, args=(req,), daemon=True, name="accesslib-cram")
         self._thread.start()
 
     def stop(self):
         """Ask the run to end after the current step; what finished is kept (in the store too)."""
-        self._stop.set()
-        self.set_status("stopping after the current step ...")
+        with self._end_lock:   # a click that arrives after the run ended must not hide its summary
+            if not self.is_running or self._ended:
+                return
+            self._stop.set()
+            self.set_status("stopping after the current step ...")
 
     def wait(self, timeout=None) -> bool:
         """Block until the run ends (for scripts and tests); True when it has ended."""
@@ -271,9 +277,11 @@ class CrammingApp(App):
                 self.show_error(self.run_error)
             done = len(self.rows)
             ok = sum(r["success"] for r in self.rows)
-            how = "stopped" if self._stop.is_set() else "finished"
-            self.set_status(f"{how}: {done} strings crammed this run ({ok} reproduced exactly by greedy "
-                            f"decoding) in {time.perf_counter() - t0:.1f} s; results are in {self.store.path}")
+            with self._end_lock:
+                self._ended = True
+                how = "stopped" if self._stop.is_set() else "finished"
+                self.set_status(f"{how}: {done} strings crammed this run ({ok} reproduced exactly by greedy "
+                                f"decoding) in {time.perf_counter() - t0:.1f} s; results are in {self.store.path}")
 
     def _on_step(self, info):
         with self._lock:

@@ -60,6 +60,12 @@ def test_cramming_app_run_fills_store_table_and_curve(store):
     again = _app(store)
     assert again.curves[1]["totals"] == app.curves[1]["totals"]
     assert "4 strings of these settings" in again.status.value
+    # a Stop that reaches the kernel after the run ended (the button's state is synced late)
+    # changes nothing: the summary stays, and the next run is not told to stop
+    summary = app.status.value
+    app.stop()
+    assert app.status.value == summary and "finished" in summary
+    assert not app._stop.is_set()
 
 
 def test_cramming_app_stop_keeps_finished(store):
