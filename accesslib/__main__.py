@@ -256,6 +256,13 @@ def _run_geometry(args) -> int:
               f"{sc.n_zero:,} tokens never hit; s_conv {sc.s_conv:.3f} ({sc.zero_hit}), "
               f"[A]'s drop rule {dr.s_conv:.3f}, ln|V| {math.log(rep.vocab_size):.3f}"
               + ("  [sample-limited: most tokens never hit]" if sc.sample_limited else ""))
+        if len(rep.convergence) > 1:
+            from .geometry import describe_convergence
+            print("  s_conv against the first n cell samples (same draws):")
+            for row in rep.convergence:
+                print(f"    n {row['n']:>12,}  s_conv {row['s_conv']:8.3f}  drop rule {row['s_conv_drop']:8.3f}"
+                      f"  never hit {row['zero_hit']:>9,}")
+            print("  " + describe_convergence(rep.convergence))
     if eff is not None:
         q = eff.quantiles()
         print(f"  effective eps (relative, {len(eff.rel)} directions): median {eff.describe(q[1])}, "

@@ -136,6 +136,8 @@ def geometry_record(report, effective=None) -> dict:
                               "counts": [int(c) for c in cells.counts[hit]]})
         if report.sconv_drop is not None:
             rec["s_conv_drop"] = report.sconv_drop.s_conv
+        if report.convergence:
+            rec["s_conv_convergence"] = [dict(row) for row in report.convergence]
     if effective is not None:
         rec["effective_eps"] = _effective_record(effective)
     return rec

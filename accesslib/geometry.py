@@ -34,6 +34,7 @@ __all__ = [
     "min_pairwise_cosine", "PrincipalAxes", "fit_principal_axes", "greedy_continuations",
     "EffectiveEps", "effective_eps", "CellShares", "cell_shares", "assign_tokens",
     "log_share_medians", "SConv", "fit_s_conv", "zero_hit_share", "upper_shares",
+    "sconv_convergence", "describe_convergence",
     "GeometryReport",
     "geometry_report",
 ]
@@ -41,6 +42,7 @@ __all__ = [
 ASSIGNMENTS = ("argmax", "voronoi")
 SUPPORTS = ("box", "ball", "hull")
 ZERO_HIT = ("bound", "drop")
+CHECKPOINTS = 5   # cell_shares keeps the counts after N/2, N/4, ..., N/32 samples
 
 
 # --------------------------------------------------------------------------- model access
@@ -402,6 +404,9 @@ class CellShares:
     support: str
     seconds: float = 0.0
     flops: float = 0.0
+    # (n, counts) after the first n samples, n about N/32, N/16, ..., N/2 (the same draws):
+    # :func:`sconv_convergence` refits s_conv on each, to show whether N was large enough
+    checkpoints: list = field(default_factory=list)
 
     @property
     def shares(self):
@@ -491,6 +496,8 @@ def cell_shares(W, b=None, *, n_samples=None, support="box", assign="argmax", lo
     draw = _support_sampler(support, lo=lo, hi=hi, radius=radius, samples=samples, hull_k=hull_k,
                             d=d, gen=gen)
     counts = torch.zeros(V, dtype=torch.long)
+    marks = sorted({n_samples >> k for k in range(1, CHECKPOINTS + 1)} - {0})
+    checkpoints = []
     old_threads = torch.get_num_threads()
     if threads:
         torch.set_num_threads(int(threads))
@@ -503,10 +510,15 @@ def cell_shares(W, b=None, *, n_samples=None, support="box", assign="argmax", lo
             idx = assign_tokens(x, W32, b32, "argmax", vocab_chunk=vocab_chunk)
             counts += torch.bincount(idx, minlength=V)
             t_mm += time.perf_counter() - t0
+            done = s + x.shape[0]
+            if marks and done >= marks[0] and done < n_samples:
+                checkpoints.append((done, counts.numpy().copy()))
+                while marks and marks[0] <= done:
+                    marks.pop(0)
     finally:
         torch.set_num_threads(old_threads)
     return CellShares(counts.numpy(), n_samples, assign, support, seconds=t_mm,
-                      flops=2.0 * n_samples * V * d)
+                      flops=2.0 * n_samples * V * d, checkpoints=checkpoints)
 
 
 # --------------------------------------------------------------------------- s_conv
@@ -667,6 +679,38 @@ def fit_s_conv(shares, ks=range(1, 7), *, bins=8192, zero_hit="drop", n_samples=
                  int(np.sum(p == 0)), zero_hit, floor)
 
 
+def sconv_convergence(cells, ks=range(1, 7), *, level=0.95):
+    """s_conv refitted on the first n samples of one Monte Carlo run, for every checkpoint n
+    (about N/32, N/16, ..., N/2) and N: rows dict(n, s_conv ("bound" rule), s_conv_drop
+    ([A]'s rule), zero_hit). Converged when both rules agree and stop moving as n doubles;
+    while most tokens are never hit the "bound" value tracks ln(n/3) instead
+    (:attr:`SConv.sample_limited`)."""
+    rows = []
+    for n, counts in list(cells.checkpoints) + [(cells.n_samples, cells.counts)]:
+        p = np.asarray(counts, dtype=float) / n
+        b = fit_s_conv(p, ks, zero_hit="bound", n_samples=n, level=level)
+        dr = fit_s_conv(p, ks, zero_hit="drop", n_samples=n, level=level)
+        rows.append(dict(n=int(n), s_conv=b.s_conv, s_conv_drop=dr.s_conv, zero_hit=b.n_zero,
+                         sample_limited=bool(b.sample_limited)))
+    return rows
+
+
+def describe_convergence(rows):
+    """One line on a :func:`sconv_convergence` table: how much the last doubling of the samples
+    moved s_conv, and what that means for the cell bound."""
+    if len(rows) < 2:
+        return "one sample count only: no convergence check"
+    a, b = rows[-2], rows[-1]
+    moved = b["s_conv"] - a["s_conv"]
+    gap = abs(b["s_conv"] - b["s_conv_drop"])
+    head = (f"s_conv moved {moved:+.2f} from N = {a['n']:,} to {b['n']:,} (rules differ by {gap:.2f})")
+    if b["sample_limited"]:
+        return head + ": sample-limited, more samples would tighten the cell bound"
+    if abs(moved) < 0.05 and gap < 0.1:
+        return head + ": converged"
+    return head + ": not yet converged, more samples would move it"
+
+
 # --------------------------------------------------------------------------- the whole report
 
 @dataclass
@@ -682,6 +726,7 @@ class GeometryReport:
     sconv: SConv | None
     slopes: dict = field(default_factory=dict)
     sconv_drop: SConv | None = None   # [A]'s rule (zero-hit tokens dropped), for comparison
+    convergence: list = field(default_factory=list)   # :func:`sconv_convergence` rows
 
     def table(self):
         """Rows (kind, C, log_fraction) for printing."""
@@ -713,13 +758,15 @@ def geometry_report(model, *, name=None, dtype="paper", samples=None, lengths=No
     if st.n > d:  # with N <= d samples the fit sees a flat (N-1)-dim slice: no valid bound
         slopes["ellipsoid"] = refined.ellipsoid_slope(st.axes.semi_axes, V, eps, r=st.r_inf)
     cells = sconv = sconv_drop = None
+    convergence = []
     if n_cells != 0:
         cells = cell_shares(W, b, n_samples=n_cells, support=cell_support, assign=assign,
                             lo=st.lo, hi=st.hi, radius=st.r_2, samples=samples, seed=seed,
                             progress=progress)
         sconv = fit_s_conv(cells, zero_hit=zero_hit)
         sconv_drop = sconv if zero_hit == "drop" else fit_s_conv(cells, zero_hit="drop")
+        convergence = sconv_convergence(cells)
         slopes["cells"] = refined.cell_slope(slopes["ball"].log_count, sconv.s_conv)
         slopes["box+cells"] = refined.cell_slope(slopes["box"].log_count, sconv.s_conv)
     nm = name or getattr(getattr(model, "facts", None), "name", None) or type(hf).__name__
-    return GeometryReport(nm, d, V, eps, str(dtype), st, cells, sconv, slopes, sconv_drop)
+    return GeometryReport(nm, d, V, eps, str(dtype), st, cells, sconv, slopes, sconv_drop, convergence)

@@ -227,6 +227,7 @@ def view_from_report(rep, eff=None) -> dict:
                 shares=rep.cells.shares, n_cells=rep.cells.n_samples, zero_hit=rep.cells.zero_hit,
                 s_conv=sc.s_conv, s_conv_drop=(rep.sconv_drop or sc).s_conv, rule=sc.zero_hit,
                 sample_limited=bool(sc.sample_limited), slopes={k: s.C for k, s in rep.slopes.items()},
+                convergence=list(rep.convergence),
                 eff=None if eff is None else _eff_view(eff.rel, eff.t_max, "a random memory vector"))
 
 
@@ -250,6 +251,7 @@ def view_from_record(bundle) -> dict:
                 n_cells=n_cells, zero_hit=zero, s_conv=rec["s_conv"], s_conv_drop=rec.get("s_conv_drop"),
                 rule=rec.get("s_conv_zero_hit", "drop"),
                 sample_limited=bool(rec.get("cells_sample_limited")), slopes=dict(rec["slopes"]), eff=eff,
+                convergence=list(rec.get("s_conv_convergence") or []),
                 created=bundle.get("created", "?"))
 
 
@@ -323,6 +325,14 @@ class ModelGeometryApp(App):
                    f"greedy output, {e['directions']} directions): median <b>{e['q50']}</b> "
                    f"(10-90%: {e['q10']} to {e['q90']}) vs ε/r<sub>∞</sub> = "
                    f"{v['eps'] / v['r_inf']:.3g} from {v['dtype']}")
+        conv = v.get("convergence") or []
+        if len(conv) > 1:
+            from .geometry import describe_convergence
+            steps = " → ".join(f"{r['s_conv']:.2f}" for r in conv)
+            conv = (f"<br>s<sub>conv</sub> on the first n of the N samples (n = {conv[0]['n']:,} ... "
+                    f"{conv[-1]['n']:,}, each about twice the last): {steps}; {describe_convergence(conv)}")
+        else:
+            conv = ""
         if v["rule"] == "bound":
             rule = "shares at their 95% upper bounds"
             if v["s_conv_drop"] is not None:
@@ -335,7 +345,7 @@ class ModelGeometryApp(App):
             f"(φ = {math.degrees(v['phi']):.1f}°) · ε = {v['eps']:.3g} · s<sub>conv</sub> = "
             f"<b>{v['s_conv']:.2f}</b> nats/token ({rule}; ln|V| = {math.log(v['vocab_size']):.2f}) · "
             f"{v['zero_hit']:,} of {v['vocab_size']:,} tokens never hit in N = "
-            f"{v['n_cells']:,}{warn}{eff}")
+            f"{v['n_cells']:,}{warn}{conv}{eff}")
         self.redraw()
 
     def _on_model(self, *_):

@@ -164,7 +164,8 @@ def main(argv=None):
                         "instead of measuring it")
     p.add_argument("--effective-eps", type=int, default=None, metavar="K",
                    help="--geometry-only: directions for the effective eps (default 16; with "
-                        "--geometry-file, re-measure it around a crammed memory)")
+                        "--geometry-file, re-measure it around a crammed memory; without it, the "
+                        "bundle keeps the effective eps it had)")
     p.add_argument("--geometry-only", action="store_true",
                    help="keep the bundles' curves, re-measure (or take from --geometry-file) and "
                         "replace only their geometry")
@@ -192,7 +193,10 @@ def main(argv=None):
             eff = dict(memory_n=int(0.75 * n50s[0]) if n50s else None, seed=b.get("seed", 0),
                        prefix_ids=b["settings"].get("prefix_ids"))
             if a.geometry_file:   # a record measured before (python -m accesslib geometry --out)
+                kept = (b.get("geometry") or {}).get("effective_eps")
                 b["geometry"] = json.loads(Path(a.geometry_file).read_text())
+                if kept and not a.effective_eps and "effective_eps" not in b["geometry"]:
+                    b["geometry"]["effective_eps"] = kept   # nothing measured before is lost
                 if a.effective_eps:
                     b["geometry"]["effective_eps"] = bundles.measure_effective_eps(
                         load_model(name), a.effective_eps, source=b["source"], **eff)

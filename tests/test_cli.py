@@ -63,15 +63,15 @@ def test_geometry_prints_every_slope_and_writes_the_record(tmp_path, capsys):
     from accesslib import bounds, bundles
     out = tmp_path / "g.json"
     argv = ["geometry", "--model", "tiny-d32-v257", "--lengths", "4", "16", "--per-length", "40",
-            "--cells", "4000", "--effective-eps", "4", "--out", str(out), "--threads", "1",
+            "--cells", "20000", "--effective-eps", "4", "--out", str(out), "--threads", "1",
             "--no-progress"]
     assert main(argv) == 0
     text = capsys.readouterr().out
     rec = json.loads(out.read_text())
     # the record is what the apps read, and its slopes are the printed ones
-    assert rec["n_samples"] == 80 and rec["cells_n_samples"] == 4000
+    assert rec["n_samples"] == 80 and rec["cells_n_samples"] == 20_000
     assert rec["s_conv_zero_hit"] == "bound" and "s_conv_drop" in rec
-    assert sum(rec["cell_hits"]["counts"]) == 4000
+    assert sum(rec["cell_hits"]["counts"]) == 20_000
     assert len(rec["effective_eps"]["rel"]) == 4
     assert rec["slopes"]["ball"] == pytest.approx(bounds.slope(32, 257, rec["eps"], rec["r_inf"]))
     a = bundles.load("cram", "tiny-d32-v257")["slope"]["slope"]   # the shipped measured slope
@@ -79,6 +79,12 @@ def test_geometry_prints_every_slope_and_writes_the_record(tmp_path, capsys):
         C = rec["slopes"][kind]
         assert f"{C:9.2f}" in text and f"{C / a:8.1f}" in text
     assert f"s_conv {rec['s_conv']:.3f} (bound)" in text
+    # s_conv on the first n of the samples (chunks of 4,096), printed and recorded
+    conv = rec["s_conv_convergence"]
+    assert [r["n"] for r in conv] == [4096, 8192, 12_288, 20_000] and conv[-1]["s_conv"] == rec["s_conv"]
+    assert "s_conv against the first n cell samples" in text
+    for r in conv:
+        assert f"n {r['n']:>12,}  s_conv {r['s_conv']:8.3f}  drop rule {r['s_conv_drop']:8.3f}" in text
     assert math.isclose(rec["eps"], rec["r_inf"] * 2.0 ** -11, rel_tol=1e-9)
 
 

@@ -9,8 +9,8 @@ from accesslib import bounds
 from accesslib.geometry import (CellShares, assign_tokens, cell_shares, decoder_weights, effective_eps,
                                 final_hidden, fit_principal_axes, fit_s_conv, geometry_report,
                                 greedy_continuations, log_share_medians, min_pairwise_cosine,
-                                sample_support, support_stats, upper_shares,
-                                zero_hit_share)
+                                sample_support, sconv_convergence, describe_convergence,
+                                support_stats, upper_shares, zero_hit_share)
 
 
 def _tiny(family="gpt_neox", d=32, V=64, seed=0):
@@ -45,6 +45,47 @@ def test_four_equal_rows_own_a_quarter_each(assign):
     c = _shares([[1, 0], [-1, 0], [0, 1], [0, -1]], assign)
     assert c.counts.sum() == c.n_samples and c.zero_hit == 0
     assert np.all(np.abs(c.shares - 0.25) < 4 * c.stderr)
+
+
+def test_checkpoints_are_the_counts_of_the_first_n_draws():
+    W = torch.randn(40, 3, generator=torch.Generator().manual_seed(1))
+    kw = dict(lo=[-1] * 3, hi=[1] * 3, sample_chunk=1000, seed=3, progress=False)
+    c = cell_shares(W, n_samples=20_000, **kw)
+    # about N/32, N/16, ..., N/2, rounded up to whole chunks
+    assert [n for n, _ in c.checkpoints] == [1000, 2000, 3000, 5000, 10_000]
+    for n, counts in c.checkpoints:
+        assert counts.sum() == n and np.all(counts <= c.counts)
+        again = cell_shares(W, n_samples=n, **kw)     # a shorter run is a prefix of the same draws
+        assert np.array_equal(again.counts, counts)
+    assert cell_shares(W, n_samples=1000, **kw).checkpoints == []   # one chunk: nothing before N
+
+
+def test_sconv_convergence_equal_cells_converge_to_minus_ln4():
+    c = cell_shares(torch.tensor([[1., 0], [-1, 0], [0, 1], [0, -1]]), n_samples=64_000, lo=[-1, -1],
+                    hi=[1, 1], sample_chunk=1000, progress=False)
+    rows = sconv_convergence(c)
+    assert [r["n"] for r in rows] == [2000, 4000, 8000, 16_000, 32_000, 64_000]
+    last = rows[-1]
+    assert last["s_conv_drop"] == pytest.approx(-math.log(4), abs=0.02)
+    # the bound rule puts each share at its 95% upper bound, a little above 1/4 (so s_conv a
+    # little above -ln 4), and closes in on it as n grows
+    assert all(r["s_conv"] > -math.log(4) for r in rows)
+    assert last["s_conv"] - rows[0]["s_conv"] < 0 and last["s_conv"] == pytest.approx(-math.log(4), abs=0.05)
+    assert last["s_conv"] == pytest.approx(fit_s_conv(c, zero_hit="bound").s_conv)
+    assert all(r["zero_hit"] == 0 and not r["sample_limited"] for r in rows)
+    assert describe_convergence(rows).endswith(": converged")
+
+
+def test_sconv_convergence_flags_a_sample_limited_census():
+    W = torch.randn(5000, 4, generator=torch.Generator().manual_seed(0))
+    c = cell_shares(W, n_samples=4000, lo=[-1] * 4, hi=[1] * 4, sample_chunk=500, progress=False)
+    rows = sconv_convergence(c)
+    assert rows[-1]["sample_limited"] and rows[-1]["zero_hit"] == c.zero_hit
+    # the never-hit count falls as n grows, and the bound value follows ln(n/3)
+    assert [r["zero_hit"] for r in rows] == sorted((r["zero_hit"] for r in rows), reverse=True)
+    assert rows[-1]["s_conv"] < rows[0]["s_conv"]
+    assert "sample-limited" in describe_convergence(rows)
+    assert describe_convergence(rows[:1]).startswith("one sample count only")
 
 
 def test_unequal_norms_argmax_vs_voronoi_exact_areas():
@@ -247,6 +288,9 @@ def test_geometry_report_orders_refinements():
     assert rep.cells.counts.sum() == 20_000
     assert s["cells"].C == pytest.approx(s["ball"].log_count / abs(rep.sconv.s_conv))
     assert rep.sconv.s_conv < 0
+    assert rep.convergence[-1]["n"] == 20_000 and rep.convergence[-1]["s_conv"] == rep.sconv.s_conv
+    # N/32 ... N/2 in chunks of 4,096: counts kept after 4,096, 8,192 and 12,288 samples, then N
+    assert [r["n"] for r in rep.convergence] == [4096, 8192, 12_288, 20_000]
 
 
 def test_effective_eps_brackets_a_change():
@@ -316,6 +360,7 @@ def test_model_geometry_app_runs_on_tiny_model():
     assert f"median <b>{app.eff.describe(app.eff.quantiles()[1])}</b>" in txt
     # 2,000 samples over 512 tokens: not sample-limited unless most tokens are missed
     assert ("never hit: the cell bound is set by N" in txt) == rep.sconv.sample_limited
+    assert "each about twice the last" not in txt   # 2,000 samples: one chunk, no convergence check
 
 
 def test_model_geometry_app_shows_the_stored_measurement():
@@ -343,3 +388,8 @@ def test_model_geometry_app_shows_the_stored_measurement():
     assert f"<b>{rec['s_conv']:.2f}</b>" in txt and f"{rec['s_conv_drop']:.2f}" in txt
     assert f"r<sub>∞</sub> = {rec['r_inf']:.3g}" in txt and "(stored)" in txt
     assert "effective ε" in txt and rec["effective_eps"]["around"] in txt
+    # and how s_conv moved on the first n of those N samples (stored with the record)
+    conv = rec["s_conv_convergence"]
+    assert conv[-1]["n"] == rec["cells_n_samples"] and conv[-1]["s_conv"] == pytest.approx(rec["s_conv"])
+    assert " → ".join(f"{r['s_conv']:.2f}" for r in conv) in txt
+    assert describe_convergence(conv) in txt
