@@ -95,10 +95,13 @@ def refined_table(names, directory=None) -> list[str]:
            "From each bundle's geometry record (`accesslib.geometry.geometry_report`, eps = r_inf * 2^-11).",
            "s_conv: shares at their 95% upper confidence bounds (the cells bound stays an upper bound)",
            "and, in brackets, [A]'s rule (never-hit tokens dropped). Effective eps: median over random",
-           "directions of the smallest relative move of a memory vector that changes the greedy output.", "",
-           "| model | support samples | r_inf | min cos | cell samples N | never hit | s_conv [A's] | "
+           "directions of the smallest relative move of a memory vector that changes the greedy output.",
+           "N/2 → N: how much s_conv (95% rule) moved when the cell samples doubled",
+           "(`accesslib.geometry.sconv_convergence`); while it still moves, |s_conv| is underestimated and",
+           "C_cells is an upper bound that more samples would lower.", "",
+           "| model | support samples | r_inf | min cos | cell samples N | never hit | s_conv [A's] | N/2 → N | "
            "ln\\|V\\| | effective eps | a | " + " | ".join(f"C_{k} (C/a)" for k in kinds) + " |",
-           "|" + "---|" * (10 + len(kinds))]
+           "|" + "---|" * (11 + len(kinds))]
     for name in names:
         b = bundles.load("cram", name, directory)
         g = b.get("geometry") or {}
@@ -108,6 +111,8 @@ def refined_table(names, directory=None) -> list[str]:
         fmt = lambda v, f: format(v, f) if isinstance(v, (int, float)) else "-"  # noqa: E731
         cells = (f"{fmt(g.get('s_conv'), '.2f')} [{fmt(g.get('s_conv_drop'), '.2f')}]"
                  if g.get("s_conv") is not None else "-")
+        conv = g.get("s_conv_convergence") or []
+        moved = f"{conv[-1]['s_conv'] - conv[-2]['s_conv']:+.2f}" if len(conv) > 1 else "-"
         eff = (g.get("effective_eps") or {}).get("median")
         cs = []
         for k in kinds:
@@ -116,7 +121,7 @@ def refined_table(names, directory=None) -> list[str]:
         import math
         out.append(f"| {name} | {g.get('n_samples', '-')} | {fmt(g.get('r_inf'), '.3g')} | "
                    f"{fmt(g.get('min_cos'), '.3f')} | {fmt(g.get('cells_n_samples'), ',')} | "
-                   f"{fmt(g.get('zero_hit_tokens'), ',')} | {cells} | "
+                   f"{fmt(g.get('zero_hit_tokens'), ',')} | {cells} | {moved} | "
                    f"{math.log(b['facts']['vocab_size']):.2f} | {fmt(eff, '.3g')} | {fmt(a, '.2f')} | "
                    + " | ".join(cs) + " |")
     return out

@@ -178,6 +178,14 @@ def test_make_bundles_grid_per_m_geometry_file_and_geometry_only(fast_bundle, tm
         {k: v for k, v in geo.items() if k != "effective_eps"}
     assert len(g3["effective_eps"]["rel"]) == 2
     assert g3["effective_eps"]["prefix_ids"] == (b["settings"]["prefix_ids"] or [])
+    # a record without an effective eps (the CLI with --effective-eps 0) keeps the bundle's
+    gfile.write_text(json.dumps({k: v for k, v in geo.items() if k != "effective_eps"}))
+    proc = subprocess.run([sys.executable, script, "--geometry-only", "--models", embedded.DEFAULT,
+                           "--geometry-file", str(gfile), "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    g4 = bundles.load("cram", embedded.DEFAULT, tmp_path)["geometry"]
+    assert g4["effective_eps"] == g3["effective_eps"] and g4["s_conv"] == geo["s_conv"]
     bad = subprocess.run([sys.executable, script, "--models", embedded.DEFAULT, "--search", "grid",
                           "--lengths", "1:2", "--m", "1", "2", "--out", str(tmp_path)],
                          capture_output=True, text=True, timeout=300)
