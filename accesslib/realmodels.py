@@ -151,7 +151,7 @@ def gguf_parts(name) -> list[Path]:
     spec = _spec(name)
     missing = _missing(name)
     if missing:
-        raise RuntimeError(_install_message(name, missing))
+        raise NotInstalledError(_install_message(name, missing))
     parts = []
     for dist in spec.packages:
         hits = [p for p in _dist_files(dist, "") if p.name.startswith(spec.gguf_name)]
@@ -165,6 +165,11 @@ def gguf_parts(name) -> list[Path]:
             raise RuntimeError(f"{p} is listed by its package but missing on disk; reinstall "
                                f"({spec.install})")
     return parts
+
+
+class NotInstalledError(RuntimeError):
+    """An offline model that is neither cached nor installable here: its packages are missing
+    (the message says how to install them)."""
 
 
 def _install_message(name, missing) -> str:
@@ -372,8 +377,8 @@ def resolve(name) -> Path | None:
     """The cached safetensors directory of offline model `name`, building it on first use.
 
     Returns None when `name` is not one of :data:`OFFLINE` (so that ``load_model`` tries the
-    next resolver). Raises RuntimeError with a one-line message when the model is not cached and
-    its packages are not installed. The cache is written to a temporary sibling directory and
+    next resolver). Raises :class:`NotInstalledError` (a RuntimeError) with a one-line message
+    when the model is not cached and its packages are not installed. The cache is written to a temporary sibling directory and
     moved into place with ``os.replace``, so a crash or a concurrent build never leaves a
     half-written cache behind.
     """
@@ -384,7 +389,7 @@ def resolve(name) -> Path | None:
         return final
     missing = _missing(name)
     if missing:
-        raise RuntimeError(_install_message(name, missing))
+        raise NotInstalledError(_install_message(name, missing))
     with _lock(final.parent / f".{name}.lock"):
         if _is_cached(final):            # built by another process while we waited
             return final

