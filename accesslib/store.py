@@ -12,10 +12,11 @@ finished, crams only the rest, and a string that two processes both finish is st
 
 Concurrency: several processes (Dask workers on one host, parallel notebooks) may write to the
 same file. Every process opens its own connection (lazily, per process and per thread, so a
-store object can be pickled to a worker); WAL lets readers run while one writer commits, and
-the busy timeout makes a writer wait for the lock instead of failing. WAL needs all writers on
-one host (a local disk, not NFS): on a multi-host cluster let the workers return rows and
-the client write them.
+store object can be pickled to a worker) and closes them all before it forks (SQLite
+connections must not cross a ``fork()``: see :class:`_Handle`); WAL lets readers run while
+one writer commits, and the busy timeout makes a writer wait for the lock instead of
+failing. WAL needs all writers on one host (a local disk, not NFS): on a multi-host cluster
+let the workers return rows and the client write them.
 
 Only numpy and the stdlib are imported here: memory vectors are stored as float32 bytes and
 given back as numpy arrays.
@@ -29,6 +30,8 @@ import socket
 import sqlite3
 import threading
 import time
+import weakref
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -107,6 +110,77 @@ def default_path() -> Path:
     return home() / "results.sqlite"
 
 
+class _Handle:
+    """One SQLite connection of one store in one thread of one process.
+
+    SQLite must not carry an open connection across ``fork()``: the child inherits the
+    parent's record of which file locks it holds (POSIX locks are not inherited), so a
+    connection the child then opens to the same file believes it holds locks it does not,
+    and concurrent writers overwrite each other's commits (seen: 37 of 120 rows kept by 4
+    forked writers). So every handle registers here; before a fork the process closes them
+    all (each waits for its statement to finish), and they reopen lazily on next use.
+    A handle also closes its connection when it is freed: ``sqlite3.Connection`` sits in a
+    reference cycle, so without this a dropped store kept its file open until the next
+    garbage collection.
+    """
+
+    __slots__ = ("path", "timeout", "pid", "lock", "conn", "__weakref__")
+
+    def __init__(self, path: Path, timeout: float):
+        self.path, self.timeout, self.pid = path, timeout, os.getpid()
+        self.lock = threading.Lock()
+        self.conn: sqlite3.Connection | None = None
+        with _HANDLES_LOCK:
+            _HANDLES.add(self)
+
+    def open(self):
+        # isolation_level=None: autocommit, so one INSERT is one committed transaction.
+        # check_same_thread=False only so a fork hook or finaliser in another thread may close it.
+        conn = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None,
+                               check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+        conn.execute("PRAGMA synchronous = NORMAL")  # durable at checkpoints in WAL mode
+        self.conn = conn
+
+    def close(self):
+        with self.lock:
+            self._close_held()
+
+    def _close_held(self):
+        if self.conn is not None and self.pid == os.getpid():
+            self.conn.close()
+        self.conn = None  # a connection inherited from a parent is dropped, never closed here
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+
+_HANDLES: "weakref.WeakSet[_Handle]" = weakref.WeakSet()
+_HANDLES_LOCK = threading.Lock()
+_HELD: list = []
+
+
+def _before_fork():
+    _HANDLES_LOCK.acquire()  # no handle is created during the fork
+    for h in sorted(_HANDLES, key=id):
+        h.lock.acquire()     # waits for a statement in flight in another thread
+        _HELD.append(h)
+        h._close_held()
+
+
+def _after_fork():
+    while _HELD:
+        _HELD.pop().lock.release()
+    _HANDLES_LOCK.release()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork, after_in_child=_after_fork)
+
+
 class ResultsStore:
     """A SQLite results store, safe to share between threads and processes on one host.
 
@@ -138,22 +212,26 @@ class ResultsStore:
     def __repr__(self):
         return f"ResultsStore({str(self.path)!r})"
 
-    def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None or getattr(self._local, "pid", None) != os.getpid():
-            # isolation_level=None: autocommit, so one INSERT is one committed transaction.
-            conn = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None)
-            conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
-            conn.execute("PRAGMA synchronous = NORMAL")  # durable at checkpoints in WAL mode
-            self._local.conn, self._local.pid = conn, os.getpid()
-        return conn
+    def _handle(self) -> "_Handle":
+        h = getattr(self._local, "handle", None)
+        if h is None or h.pid != os.getpid():
+            h = self._local.handle = _Handle(self.path, self.timeout)
+        return h
+
+    @contextmanager
+    def _connection(self):
+        """This thread's connection, held (so a fork waits for the statement to finish)."""
+        h = self._handle()
+        with h.lock:
+            if h.conn is None:
+                h.open()
+            yield h.conn
 
     def close(self):
-        """Close this thread's connection (others close when their thread/process ends)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-            self._local.conn = None
+        """Close this thread's connection (others close when their thread ends or the store is freed)."""
+        h = getattr(self._local, "handle", None)
+        if h is not None:
+            h.close()
 
     def __enter__(self):
         return self
@@ -162,7 +240,10 @@ class ResultsStore:
         self.close()
 
     def _init_schema(self):
-        conn = self._conn()
+        with self._connection() as conn:
+            self._init_schema_on(conn)
+
+    def _init_schema_on(self, conn: sqlite3.Connection):
         for attempt in range(50):  # several processes may create the same file at once
             try:
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
@@ -251,7 +332,11 @@ class ResultsStore:
         enc = [self._encode(r) for r in rows]
         if not enc:
             return 0
-        conn = self._conn()
+        with self._connection() as conn:
+            return self._insert(conn, enc, settings)
+
+    @staticmethod
+    def _insert(conn: sqlite3.Connection, enc: list[dict], settings) -> int:
         conn.execute("BEGIN IMMEDIATE")
         try:
             if settings is not None:
@@ -291,13 +376,17 @@ class ResultsStore:
                 args.append(int(v) if isinstance(v, (bool, np.integer)) else v)
         return (" WHERE " + " AND ".join(parts)) if parts else "", args
 
+    def _query(self, sql: str, args=()) -> list[tuple]:
+        with self._connection() as conn:
+            return conn.execute(sql, args).fetchall()
+
     def has(self, key: Mapping[str, Any]) -> bool:
         """Whether the string with this key (the 7 key columns) is stored."""
         missing = [c for c in KEY_COLUMNS if key.get(c) is None]
         if missing:
             raise ValueError(f"key is missing {missing} (key: {list(KEY_COLUMNS)})")
         where, args = self._where({c: key[c] for c in KEY_COLUMNS})
-        return self._conn().execute(f"SELECT 1 FROM strings{where} LIMIT 1", args).fetchone() is not None
+        return bool(self._query(f"SELECT 1 FROM strings{where} LIMIT 1", args))
 
     def done_keys(self, model: str, m: int | None = None, *, source: str | None = None,
                   protocol_hash: str | None = None, n: int | None = None,
@@ -305,8 +394,7 @@ class ResultsStore:
         """The finished strings as a set of full key tuples (in :data:`KEY_COLUMNS` order)."""
         where, args = self._where(dict(model=model, m=m, source=source, protocol_hash=protocol_hash,
                                        n=n, seed=seed))
-        cur = self._conn().execute(f"SELECT {', '.join(KEY_COLUMNS)} FROM strings{where}", args)
-        return {tuple(r) for r in cur.fetchall()}
+        return {tuple(r) for r in self._query(f"SELECT {', '.join(KEY_COLUMNS)} FROM strings{where}", args)}
 
     def rows(self, *, memory: bool = False, order_by: str = "id", **filters) -> list[dict]:
         """Stored rows matching ``filters`` (column=value, or column=[values]) as dicts.
@@ -318,10 +406,8 @@ class ResultsStore:
             raise ValueError(f"order_by must be a column name, got {order_by!r}")
         cols = ["id"] + [c for c in ALL_COLUMNS if memory or c != "memory"]
         where, args = self._where(filters)
-        cur = self._conn().execute(f"SELECT {', '.join(cols)} FROM strings{where} ORDER BY {order_by}, id",
-                                   args)
         out = []
-        for values in cur.fetchall():
+        for values in self._query(f"SELECT {', '.join(cols)} FROM strings{where} ORDER BY {order_by}, id", args):
             r = dict(zip(cols, values))
             for c in _JSON_COLUMNS:
                 if r.get(c) is not None:
@@ -336,29 +422,27 @@ class ResultsStore:
 
     def count(self, **filters) -> int:
         where, args = self._where(filters)
-        return self._conn().execute(f"SELECT COUNT(*) FROM strings{where}", args).fetchone()[0]
+        return self._query(f"SELECT COUNT(*) FROM strings{where}", args)[0][0]
 
     def curve(self, model: str, m: int, source: str, protocol_hash: str,
               seed: int | None = None) -> dict[int, tuple[int, int]]:
         """Accessibility counts per length: ``{n: (successes, total)}``, sorted by n."""
         where, args = self._where(dict(model=model, m=m, source=source, protocol_hash=protocol_hash,
                                        seed=seed))
-        cur = self._conn().execute(f"SELECT n, SUM(success), COUNT(*) FROM strings{where} "
-                                   "GROUP BY n ORDER BY n", args)
-        return {int(n): (int(s), int(t)) for n, s, t in cur.fetchall()}
+        rows = self._query(f"SELECT n, SUM(success), COUNT(*) FROM strings{where} GROUP BY n ORDER BY n", args)
+        return {int(n): (int(s), int(t)) for n, s, t in rows}
 
     def settings(self, protocol_hash: str) -> dict | None:
         """The settings recorded for a protocol hash (None if never recorded)."""
-        row = self._conn().execute("SELECT settings FROM protocols WHERE protocol_hash = ?",
-                                   (protocol_hash,)).fetchone()
-        return json.loads(row[0]) if row else None
+        rows = self._query("SELECT settings FROM protocols WHERE protocol_hash = ?", (protocol_hash,))
+        return json.loads(rows[0][0]) if rows else None
 
     def runs(self) -> list[dict]:
         """Summary per (model, source, protocol_hash, m): strings, successes, length range, last write."""
-        cur = self._conn().execute(
+        rows = self._query(
             "SELECT model, source, protocol_hash, m, COUNT(*), SUM(success), COUNT(DISTINCT n), "
             "MIN(n), MAX(n), MAX(created_at) FROM strings "
             "GROUP BY model, source, protocol_hash, m ORDER BY model, source, protocol_hash, m")
         keys = ("model", "source", "protocol_hash", "m", "strings", "successes", "lengths",
                 "n_min", "n_max", "last")
-        return [dict(zip(keys, r)) for r in cur.fetchall()]
+        return [dict(zip(keys, r)) for r in rows]

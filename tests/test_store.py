@@ -6,6 +6,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import numpy as np
@@ -78,21 +79,78 @@ def _writer(path, worker, count):
     return new
 
 
-def test_concurrent_writers_from_processes(tmp_path):
+def _open_fds(path):
+    """Paths of this process's open file descriptors that start with ``path`` (Linux)."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(str(path)):
+            out.append(target)
+    return sorted(out)
+
+
+@pytest.mark.parametrize("round_", range(4))
+def test_concurrent_writers_from_processes(tmp_path, round_):
     path = str(tmp_path / "r.sqlite")
-    ResultsStore(path)
+    keep = ResultsStore(path)  # the parent keeps a store open across the fork, as a notebook would
+    assert keep.count() == 0
     ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     with ctx.Pool(4) as pool:
         news = pool.starmap(_writer, [(path, w, 40) for w in range(4)])
     st = ResultsStore(path)
     # distinct keys: model w{(w+i)%3} x sample i -> 3 models x 40 samples at most, all written
     expected = {((w + i) % 3, i) for w in range(4) for i in range(40)}
-    assert st.count() == len(expected) == sum(news)
+    assert st.count() == len(expected) == sum(news) == keep.count()
     con = sqlite3.connect(path)
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     dup = con.execute(f"SELECT COUNT(*) FROM (SELECT {', '.join(KEY_COLUMNS)}, COUNT(*) c FROM strings "
                       f"GROUP BY {', '.join(KEY_COLUMNS)} HAVING c > 1)").fetchone()[0]
     assert dup == 0
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd (Linux)")
+def test_a_dropped_store_closes_its_file(tmp_path):
+    # sqlite3.Connection sits in a reference cycle: without an explicit close a dropped store
+    # kept the database open until the next garbage collection (and so across a fork)
+    path = tmp_path / "r.sqlite"
+    ResultsStore(path).add(_row(1))
+    assert _open_fds(path) == []
+    st = ResultsStore(path)
+    assert st.count() == 1 and str(path) in _open_fds(path)
+    st.close()
+    assert _open_fds(path) == []
+    assert st.count() == 1  # reopens on use
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or not os.path.isdir("/proc/self/fd"),
+                    reason="needs fork and /proc/self/fd (Linux)")
+def test_fork_closes_every_open_connection_first(tmp_path):
+    path = tmp_path / "r.sqlite"
+    st = ResultsStore(path)
+    st.add(_row(1))
+    other_thread = []
+    t = threading.Thread(target=lambda: other_thread.append(st.count()))  # a second connection
+    st_t = ResultsStore(path)
+    t2 = threading.Thread(target=lambda: other_thread.append(st_t.count()))
+    t.start(), t2.start(), t.join(), t2.join()
+    assert other_thread == [1, 1] and str(path) in _open_fds(path)
+    pid = os.fork()
+    if pid == 0:  # the child: no connection of the parent's came across; its own works
+        code = 0 if _open_fds(path) == [] else 3
+        try:
+            code = code or (0 if st.add(_row(2)) and st.count() == 2 else 4)
+        except BaseException:
+            code = 5
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0, f"child exit {os.WEXITSTATUS(status)}: 3 inherited an open " \
+                                        "connection, 4 wrote wrongly, 5 raised"
+    assert _open_fds(path) == []  # the parent's connections were closed before the fork ...
+    assert st.count() == 2 and st.has(dict(model="tiny", m=1, n=5, source="tokens", seed=0,
+                                           protocol_hash="p0", target_hash=target_hash([2, 3, 4, 5, 6])))
 
 
 _RESUMABLE_JOB = textwrap.dedent("""
