@@ -241,39 +241,36 @@ class ResultsStore:
 
     def _init_schema(self):
         with self._connection() as conn:
-            self._init_schema_on(conn)
-
-    def _init_schema_on(self, conn: sqlite3.Connection):
-        for attempt in range(50):  # several processes may create the same file at once
+            for attempt in range(50):  # several processes may create the same file at once
+                try:
+                    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                    break
+                except sqlite3.OperationalError:
+                    time.sleep(0.05 * (attempt + 1))
+            else:
+                raise RuntimeError(f"could not open {self.path} in WAL mode (locked)")
+            self.journal_mode = mode
+            cols = ",\n  ".join(
+                [f"{c} {'INTEGER' if c in ('m', 'n', 'seed') else 'TEXT'} NOT NULL" for c in KEY_COLUMNS]
+                + [f"{name} {typ}" for name, typ in _COLUMNS])
+            conn.execute("BEGIN IMMEDIATE")
             try:
-                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                break
-            except sqlite3.OperationalError:
-                time.sleep(0.05 * (attempt + 1))
-        else:
-            raise RuntimeError(f"could not open {self.path} in WAL mode (locked)")
-        self.journal_mode = mode
-        cols = ",\n  ".join(
-            [f"{c} {'INTEGER' if c in ('m', 'n', 'seed') else 'TEXT'} NOT NULL" for c in KEY_COLUMNS]
-            + [f"{name} {typ}" for name, typ in _COLUMNS])
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute(f"CREATE TABLE IF NOT EXISTS strings (\n  id INTEGER PRIMARY KEY,\n  {cols},\n"
-                         f"  UNIQUE ({', '.join(KEY_COLUMNS)}))")
-            conn.execute("CREATE TABLE IF NOT EXISTS protocols (protocol_hash TEXT PRIMARY KEY, "
-                         "settings TEXT NOT NULL)")
-            conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
-            conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            conn.execute("CREATE INDEX IF NOT EXISTS strings_curve ON strings "
-                         "(model, source, protocol_hash, m, n)")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        version = int(conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
-        if version != SCHEMA_VERSION:
-            raise RuntimeError(f"{self.path} has results-store schema {version}, this accesslib "
-                               f"reads {SCHEMA_VERSION}")
+                conn.execute(f"CREATE TABLE IF NOT EXISTS strings (\n  id INTEGER PRIMARY KEY,\n  {cols},\n"
+                             f"  UNIQUE ({', '.join(KEY_COLUMNS)}))")
+                conn.execute("CREATE TABLE IF NOT EXISTS protocols (protocol_hash TEXT PRIMARY KEY, "
+                             "settings TEXT NOT NULL)")
+                conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+                conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                conn.execute("CREATE INDEX IF NOT EXISTS strings_curve ON strings "
+                             "(model, source, protocol_hash, m, n)")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            version = int(conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
+            if version != SCHEMA_VERSION:
+                raise RuntimeError(f"{self.path} has results-store schema {version}, this accesslib "
+                                   f"reads {SCHEMA_VERSION}")
 
     # --- writing -----------------------------------------------------------------------
     @staticmethod
@@ -333,27 +330,23 @@ class ResultsStore:
         if not enc:
             return 0
         with self._connection() as conn:
-            return self._insert(conn, enc, settings)
-
-    @staticmethod
-    def _insert(conn: sqlite3.Connection, enc: list[dict], settings) -> int:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            if settings is not None:
-                for ph in {r["protocol_hash"] for r in enc}:
-                    conn.execute("INSERT OR IGNORE INTO protocols VALUES (?, ?)",
-                                 (ph, json.dumps(_canonical(settings), sort_keys=True)))
-            new = 0
-            for r in enc:
-                cols = list(r)
-                cur = conn.execute(f"INSERT OR IGNORE INTO strings ({', '.join(cols)}) VALUES "
-                                   f"({', '.join('?' * len(cols))})", [r[c] for c in cols])
-                new += cur.rowcount
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        return new
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if settings is not None:
+                    for ph in {r["protocol_hash"] for r in enc}:
+                        conn.execute("INSERT OR IGNORE INTO protocols VALUES (?, ?)",
+                                     (ph, json.dumps(_canonical(settings), sort_keys=True)))
+                new = 0
+                for r in enc:
+                    cols = list(r)
+                    cur = conn.execute(f"INSERT OR IGNORE INTO strings ({', '.join(cols)}) VALUES "
+                                       f"({', '.join('?' * len(cols))})", [r[c] for c in cols])
+                    new += cur.rowcount
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return new
 
     # --- reading -----------------------------------------------------------------------
     @staticmethod
