@@ -172,8 +172,11 @@ def _before_fork():
 
 
 def _after_fork():
-    while _HELD:
-        _HELD.pop().lock.release()
+    # release every lock before dropping the references: in the child, a handle whose thread
+    # did not survive the fork is freed here, and its __del__ takes its own lock
+    for h in _HELD:
+        h.lock.release()
+    _HELD.clear()
     _HANDLES_LOCK.release()
 
 

@@ -131,12 +131,20 @@ def test_fork_closes_every_open_connection_first(tmp_path):
     path = tmp_path / "r.sqlite"
     st = ResultsStore(path)
     st.add(_row(1))
-    other_thread = []
-    t = threading.Thread(target=lambda: other_thread.append(st.count()))  # a second connection
-    st_t = ResultsStore(path)
-    t2 = threading.Thread(target=lambda: other_thread.append(st_t.count()))
-    t.start(), t2.start(), t.join(), t2.join()
-    assert other_thread == [1, 1] and str(path) in _open_fds(path)
+    # another thread holds its own open connection (same store object) across the fork
+    opened, forked, seen = threading.Event(), threading.Event(), []
+
+    def other_thread():
+        seen.append(st.count())
+        opened.set()
+        forked.wait(30)
+        seen.append(_open_fds(path))  # its connection was closed under it ...
+        seen.append(st.count())       # ... and reopens on use
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    assert opened.wait(30) and seen == [1]
+    assert _open_fds(path).count(str(path)) == 2  # the main thread's connection and the other's
     pid = os.fork()
     if pid == 0:  # the child: no connection of the parent's came across; its own works
         code = 0 if _open_fds(path) == [] else 3
@@ -145,10 +153,20 @@ def test_fork_closes_every_open_connection_first(tmp_path):
         except BaseException:
             code = 5
         os._exit(code)
-    _, status = os.waitpid(pid, 0)
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child hung for 60 s (a lock held across the fork)")
+    status = done[1]
     assert os.WEXITSTATUS(status) == 0, f"child exit {os.WEXITSTATUS(status)}: 3 inherited an open " \
                                         "connection, 4 wrote wrongly, 5 raised"
-    assert _open_fds(path) == []  # the parent's connections were closed before the fork ...
+    assert _open_fds(path) == []  # the parent's connections, both threads', were closed before the fork
+    forked.set()
+    t.join(30)
+    assert seen[1] == [] and seen[2] == 2
     assert st.count() == 2 and st.has(dict(model="tiny", m=1, n=5, source="tokens", seed=0,
                                            protocol_hash="p0", target_hash=target_hash([2, 3, 4, 5, 6])))
 
