@@ -378,9 +378,9 @@ def resolve(name) -> Path | None:
 
     Returns None when `name` is not one of :data:`OFFLINE` (so that ``load_model`` tries the
     next resolver). Raises :class:`NotInstalledError` (a RuntimeError) with a one-line message
-    when the model is not cached and its packages are not installed. The cache is written to a temporary sibling directory and
-    moved into place with ``os.replace``, so a crash or a concurrent build never leaves a
-    half-written cache behind.
+    when the model is not cached and its packages are not installed. The cache is written to a
+    temporary sibling directory and moved into place with ``os.replace``, so a crash or a
+    concurrent build never leaves a half-written cache behind.
     """
     if not isinstance(name, str) or name not in OFFLINE:
         return None
