@@ -6,6 +6,7 @@ ACCESSLIB_HOME       where the results store and model caches live (default ~/.c
 from __future__ import annotations
 
 import os
+from importlib import resources
 from pathlib import Path
 
 
@@ -23,3 +24,8 @@ def home() -> Path:
     p = Path(root)
     p.mkdir(parents=True, exist_ok=True)
     return p
+
+
+def data_path(*parts) -> Path:
+    """A file or folder shipped in the package's ``data/`` (models, corpus, bundles, word list)."""
+    return Path(str(resources.files("accesslib").joinpath("data", *parts)))

@@ -22,7 +22,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 import numpy as np  # noqa: E402
 
-from accesslib.widgets import BoundsApp  # noqa: E402
+from accesslib.apps.base import BoundsApp  # noqa: E402
 
 
 def _timed(app, changes):

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from accesslib.geometry import cell_shares  # noqa: E402
+from accesslib.engine.geometry import cell_shares  # noqa: E402
 
 
 def matmul_flops(n=1024, repeats=20):

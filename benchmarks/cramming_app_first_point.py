@@ -11,8 +11,8 @@ done), and to the first fitted n50. Goal (issue 5): the first point within one m
 import tempfile
 import time
 
-from accesslib.cram_apps import CrammingApp
-from accesslib.store import ResultsStore
+from accesslib.apps.nb02_cramming import CrammingApp
+from accesslib.results.store import ResultsStore
 
 
 def main():

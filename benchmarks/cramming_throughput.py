@@ -1,9 +1,9 @@
 """Strings crammed per minute: the batched engine against a plain one-string-at-a-time loop.
 
-Same model, same strings, same initial memory (accesslib.cramming.string_seed), same AdamW
+Same model, same strings, same initial memory (accesslib.engine.cramming.string_seed), same AdamW
 settings (the published protocol, PAPER.md section 5, unless --quick):
 
-- engine:  accesslib.cramming.cram on all strings at once (one forward/backward per step over the
+- engine:  accesslib.engine.cramming.cram on all strings at once (one forward/backward per step over the
            active batch; solved strings leave the batch; successes confirmed by greedy decoding).
 - naive:   the published way, written out below: one string at a time, a fresh torch AdamW per
            string, every step a forward, a teacher-forced argmax check and a backward; the string
@@ -42,8 +42,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from matmul_peak import measure_matmul_flops  # noqa: E402
 
-from accesslib.cramming import PROTOCOLS, cram, string_seed, init_std_of  # noqa: E402
-from accesslib.models import tiny_model  # noqa: E402
+from accesslib.engine.cramming import PROTOCOLS, cram, string_seed, init_std_of  # noqa: E402
+from accesslib.models.loading import tiny_model  # noqa: E402
 
 
 def naive_cram_one(model, target, m, *, lr, betas, weight_decay, max_steps, patience, seed, std):

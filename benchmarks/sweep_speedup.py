@@ -22,8 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from accesslib import sweep  # noqa: E402
-from accesslib.store import ResultsStore  # noqa: E402
+from accesslib.experiments import sweep  # noqa: E402
+from accesslib.results.store import ResultsStore  # noqa: E402
 
 
 def one(spec, workers: int, store: Path) -> dict:
@@ -34,7 +34,7 @@ def one(spec, workers: int, store: Path) -> dict:
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
                       silence_logs=logging.ERROR, env=env) as cluster, Client(cluster) as client:
         # workers import torch + transformers once (what every sweep pays at start)
-        client.run(lambda: __import__("accesslib.models"))
+        client.run(lambda: __import__("accesslib.models.loading"))
         start = time.perf_counter() - t0
         report = sweep.run_sweep(spec.replace(store=str(store)), client=client, write="worker",
                                  progress=False)

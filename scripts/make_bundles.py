@@ -27,8 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def table_markdown(directory=None) -> str:
     """Markdown tables from the bundles in ``directory``: n50 per m, then the family slopes."""
-    from accesslib import bundles, embedded
-    from accesslib.cram_apps import family_table
+    from accesslib.results import bundles
+    from accesslib.models import embedded
+    from accesslib.apps.nb02_cramming import family_table
 
     names = bundles.available("cram") if directory is None else [
         __import__("json").loads(p.read_text())["model"] for p in sorted(Path(directory).glob("cram-*.json"))]
@@ -36,7 +37,7 @@ def table_markdown(directory=None) -> str:
              "Produced by `python scripts/make_bundles.py` (do not edit by hand); every number below",
              "comes from the bundles in `accesslib/data/bundles/`.", "",
              "## The embedded models (training records)", "",
-             "From each model's `training.json` (`accesslib.embedded.training_table()`).", "",
+             "From each model's `training.json` (`accesslib.models.embedded.training_table()`).", "",
              embedded.training_table([n for n in names if n in embedded.names()]), "",
              "## n50 by m (logistic fit, ± stderr)", "",
              "Targets: natural = held-out KJV text, tokens = uniform random token ids.", "",
@@ -88,16 +89,16 @@ def _wall(rec) -> str:
 
 def refined_table(names, directory=None) -> list[str]:
     """Every refined slope of each bundle's geometry record and its ratio to the measured a."""
-    from accesslib import bundles
+    from accesslib.results import bundles
 
     kinds = ("ball", "box", "cone", "ellipsoid", "cells", "box+cells")
     out = ["", "## Geometry: every refined slope and the theory/experiment ratio", "",
-           "From each bundle's geometry record (`accesslib.geometry.geometry_report`, eps = r_inf * 2^-11).",
+           "From each bundle's geometry record (`accesslib.engine.geometry.geometry_report`, eps = r_inf * 2^-11).",
            "s_conv: shares at their 95% upper confidence bounds (the cells bound stays an upper bound)",
            "and, in brackets, [A]'s rule (never-hit tokens dropped). Effective eps: median over random",
            "directions of the smallest relative move of a memory vector that changes the greedy output.",
            "N/2 → N: how much s_conv (95% rule) moved when the cell samples doubled",
-           "(`accesslib.geometry.sconv_convergence`); while it still moves, |s_conv| is underestimated and",
+           "(`accesslib.engine.geometry.sconv_convergence`); while it still moves, |s_conv| is underestimated and",
            "C_cells is an upper bound that more samples would lower.", "",
            "| model | support samples | r_inf | min cos | cell samples N | never hit | s_conv [A's] | N/2 → N | "
            "ln\\|V\\| | effective eps | a | " + " | ".join(f"C_{k} (C/a)" for k in kinds) + " |",
@@ -181,14 +182,16 @@ def main(argv=None):
 
     import torch
 
-    from accesslib import bundles, embedded
-    from accesslib.store import ResultsStore
+    from accesslib.results import bundles
+
+    from accesslib.models import embedded
+    from accesslib.results.store import ResultsStore
 
     torch.set_num_threads(max(1, a.threads))
 
     command = "python " + " ".join(shlex.quote(x) for x in [sys.argv[0]] + list(argv if argv is not None else sys.argv[1:]))
     if a.geometry_only and not a.table_only:
-        from accesslib.models import load_model
+        from accesslib.models.loading import load_model
         for name in a.models or bundles.available("cram"):
             t0 = time.perf_counter()
             b = bundles.load("cram", name, a.out)

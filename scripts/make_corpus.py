@@ -8,7 +8,7 @@ The data file is compressed in the program's own format, so the text is dumped t
 program itself (``bible -l100000 Gen1:1-Rev22:21``: one verse per line, no wrapping) and then
 cleaned: chapter headings ("Genesis 1") and verse numbers are stripped. The output keeps one
 verse per line and one blank line between chapters (1189 chapters, 31102 verses), so that
-``accesslib.embedded.corpus_split`` can split by chapter.
+``accesslib.models.embedded.corpus_split`` can split by chapter.
 
     apt-get install -y bible-kjv bible-kjv-text     # only needed to rebuild the corpus
     python scripts/make_corpus.py [--out accesslib/data/corpus/kjv.txt.gz]

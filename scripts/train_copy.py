@@ -56,7 +56,7 @@ def subsample_losses(losses, points=400):
 
 
 def main(argv=None):
-    from accesslib import copying as cp
+    from accesslib.engine import copying as cp
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=3000, help="maximum steps (stops early at target)")

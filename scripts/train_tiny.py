@@ -3,7 +3,7 @@
 What it does, in order (all seeded, so one command gives one model):
 1. trains its own byte-level BPE tokenizer with |V| = --vocab entries (256 byte tokens,
    "<|endoftext|>" as id 0, the rest merges) on the *train* split of the King James Bible
-   (``accesslib.embedded.corpus_split("train")``; the held-out split is never seen);
+   (``accesslib.models.embedded.corpus_split("train")``; the held-out split is never seen);
 2. builds ``GPTNeoXForCausalLM`` from a ``GPTNeoXConfig`` (width --d, --layers, --heads,
    intermediate 4d, partial rotary as in Pythia, parallel residual, untied embeddings);
 3. trains it on batches of random windows of --context tokens (chapters joined by
@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT))
 
-from accesslib import embedded  # noqa: E402  (no torch at import)
+from accesslib.models import embedded  # noqa: E402  (no torch at import)
 
 EOS = "<|endoftext|>"
 

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from accesslib import bounds
+from accesslib.theory import bounds
 
 # Pythia-160m with [A]'s eps = r * 2^-11: 1 + 2r/eps = 4097 whatever r is.
 D, V, R = 768, 50304, 22.45

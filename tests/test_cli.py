@@ -4,11 +4,11 @@ import sys
 
 import pytest
 
-from accesslib.__main__ import main
+from accesslib.cli import main
 
 
 def test_cram_end_to_end_on_a_tiny_model(tmp_path, capsys):
-    pytest.importorskip("accesslib.cramming")
+    pytest.importorskip("accesslib.engine.cramming")
     store = tmp_path / "r.sqlite"
     argv = ["cram", "--model", "tiny:gpt_neox", "--m", "1", "2", "--samples", "2", "--source", "tokens",
             "--lengths", "1", "2", "--protocol", "fast", "--max-steps", "20", "--patience", "10",
@@ -17,7 +17,7 @@ def test_cram_end_to_end_on_a_tiny_model(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "m=1:" in out and "m=2:" in out and "slope" in out
     assert "4 crammed, 0 from store" in out
-    from accesslib.store import ResultsStore
+    from accesslib.results.store import ResultsStore
     st = ResultsStore(store)
     assert st.count() == 8 and {r["m"] for r in st.rows()} == {1, 2}
     assert main(argv) == 0  # a second run resumes: nothing crammed again
@@ -40,7 +40,7 @@ def test_bad_arguments_one_line_exit_2(argv, msg, capsys):
 
 
 def test_library_errors_are_one_line_exit_2(tmp_path, capsys):
-    pytest.importorskip("accesslib.cramming")
+    pytest.importorskip("accesslib.engine.cramming")
     code = main(["cram", "--model", "tiny:nope", "--m", "1", "--store", str(tmp_path / "r.sqlite"),
                  "--no-progress"])
     assert code == 2
@@ -60,7 +60,9 @@ def test_geometry_prints_every_slope_and_writes_the_record(tmp_path, capsys):
     import json
     import math
 
-    from accesslib import bounds, bundles
+    from accesslib.theory import bounds
+
+    from accesslib.results import bundles
     out = tmp_path / "g.json"
     argv = ["geometry", "--model", "tiny-d32-v257", "--lengths", "4", "16", "--per-length", "40",
             "--cells", "20000", "--effective-eps", "4", "--out", str(out), "--threads", "1",
@@ -99,9 +101,9 @@ def test_geometry_bad_values_one_line(argv, msg, capsys):
 
 
 def test_cram_bos_puts_the_models_bos_before_the_memory(tmp_path, capsys):
-    from accesslib.cramming import default_prefix
-    from accesslib.models import load_model
-    from accesslib.store import ResultsStore
+    from accesslib.engine.cramming import default_prefix
+    from accesslib.models.loading import load_model
+    from accesslib.results.store import ResultsStore
     store = tmp_path / "r.sqlite"
     argv = ["cram", "--model", "tiny-d32-v257", "--m", "1", "--samples", "2", "--source", "tokens",
             "--lengths", "2", "--protocol", "fast", "--max-steps", "20", "--bos", "--store", str(store),

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from accesslib import copying as cp
+from accesslib.engine import copying as cp
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -146,7 +146,7 @@ def test_config_validation():
 
 
 def test_adapt_pretrained_tiny_model():
-    from accesslib.models import tiny_model
+    from accesslib.models.loading import tiny_model
 
     lm = tiny_model("gpt_neox", d=16, vocab_size=64, layers=1).model
     old = lm.get_input_embeddings().weight[:30].detach().clone()
@@ -171,7 +171,7 @@ def _bundle():
 
 
 def test_app_shows_bundle_on_load_without_training():
-    from accesslib.copy_app import CopyApp
+    from accesslib.apps.nb06_copy import CopyApp
 
     app = CopyApp(bundle=_bundle(), fast=True, canvas="agg")
     assert list(app.loss_line.get_xdata()) == [5, 10]
@@ -181,7 +181,7 @@ def test_app_shows_bundle_on_load_without_training():
 
 
 def test_app_run_in_fast_mode_updates_plot():
-    from accesslib.copy_app import CopyApp
+    from accesslib.apps.nb06_copy import CopyApp
 
     app = CopyApp(bundle=_bundle(), fast=True, canvas="agg")
     app.steps.value = 12
@@ -197,7 +197,7 @@ def test_app_run_in_fast_mode_updates_plot():
 
 
 def test_app_stop_and_bad_input():
-    from accesslib.copy_app import CopyApp
+    from accesslib.apps.nb06_copy import CopyApp
 
     app = CopyApp(bundle=_bundle(), fast=True, canvas="agg")
     app.steps.value = 100_000

@@ -9,10 +9,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from accesslib import bundles, embedded  # noqa: E402
-from accesslib.cram_apps import CrammingApp, PredictedApp, SlopeApp, family_table, parse_int_list, predicted_slopes  # noqa: E402
-from accesslib.policy import public_policy  # noqa: E402
-from accesslib.store import ResultsStore  # noqa: E402
+from accesslib.results import bundles  # noqa: E402
+
+from accesslib.models import embedded  # noqa: E402
+from accesslib.apps.nb02_cramming import CrammingApp, PredictedApp, SlopeApp, family_table, parse_int_list, predicted_slopes  # noqa: E402
+from accesslib.apps.policy import public_policy  # noqa: E402
+from accesslib.results.store import ResultsStore  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -154,8 +156,8 @@ def test_make_bundles_grid_per_m_geometry_file_and_geometry_only(fast_bundle, tm
     assert [c["lengths"] for c in b["curves"]] == [[2, 3], [4]]          # the grid, per m
     assert [sum(c["totals"]) for c in b["curves"]] == [4, 2]
     assert b["source"] == "tokens" and b["settings"]["patience"] == 10
-    from accesslib.cramming import default_prefix
-    from accesslib.models import load_model
+    from accesslib.engine.cramming import default_prefix
+    from accesslib.models.loading import load_model
     assert b["settings"]["prefix_ids"] == (default_prefix(load_model(embedded.DEFAULT)) or None)
     assert b["geometry"] == geo                                          # taken, not measured
     # --geometry-only keeps the curves and replaces the geometry with a fresh measurement
@@ -193,7 +195,7 @@ def test_make_bundles_grid_per_m_geometry_file_and_geometry_only(fast_bundle, tm
 
 
 def test_predicted_slopes_match_bounds(fast_bundle):
-    from accesslib import bounds, refined
+    from accesslib.theory import bounds, refined
 
     b = fast_bundle
     d, V = b["facts"]["d"], b["facts"]["vocab_size"]
@@ -251,7 +253,7 @@ def test_slope_app_family_table(tmp_path, monkeypatch):
 
 
 def test_sweep_app_runs_in_process_and_fills_the_curve(tmp_path):
-    from accesslib.cram_apps import SweepApp, default_sweep
+    from accesslib.apps.nb02_cramming import SweepApp, default_sweep
 
     spec = dict(default_sweep(fast=True), store=str(tmp_path / "s.sqlite"), source="tokens")
     app = SweepApp(spec=spec, scheduler="inprocess", canvas="agg")
@@ -269,8 +271,8 @@ def test_sweep_app_runs_in_process_and_fills_the_curve(tmp_path):
 
 
 def test_effective_eps_around_a_crammed_memory():
-    from accesslib import geometry
-    from accesslib.models import load_model
+    from accesslib.engine import geometry
+    from accesslib.models.loading import load_model
     lm = load_model(embedded.DEFAULT)
     mem, ids = bundles.crammed_memory(lm, 3, source="natural")
     assert mem.shape == (1, lm.facts.d) and len(ids) == 3
@@ -291,7 +293,7 @@ def test_every_shipped_bundle_draws_in_the_apps(name):
     """Each shipped bundle (embedded family and SmolLM2-135M): the predicted-vs-measured app
     shows its n50 markers and, at its own r and eps, the refined slopes stored with its
     geometry; the geometry app's stored view shows the same slopes."""
-    from accesslib.geometry_app import ModelGeometryApp
+    from accesslib.apps.nb05_geometry import ModelGeometryApp
 
     b = bundles.load("cram", name)
     app = PredictedApp(canvas="agg", model=name, published=False)

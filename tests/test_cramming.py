@@ -8,9 +8,9 @@ import threading
 import pytest
 import torch
 
-from accesslib.cramming import (PROTOCOLS, CramResult, cram, default_prefix, greedy_generate,
+from accesslib.engine.cramming import (PROTOCOLS, CramResult, cram, default_prefix, greedy_generate,
                                 init_std_of, lr_factor, string_seed)
-from accesslib.models import FAMILIES, tiny_model
+from accesslib.models.loading import FAMILIES, tiny_model
 
 V = 64
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from accesslib import embedded
+from accesslib.models import embedded
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUIRED_FIELDS = ("name", "architecture", "d", "vocab_size", "layers", "heads", "context", "n_params",
@@ -74,7 +74,7 @@ def test_default_and_resolve():
 
 def test_import_does_not_pull_torch():
     import subprocess
-    code = "import sys, accesslib.embedded as e; e.names(); e.info(e.DEFAULT); print('torch' in sys.modules)"
+    code = "import sys, accesslib.models.embedded as e; e.names(); e.info(e.DEFAULT); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "False"
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from accesslib import experiments as E
+from accesslib.experiments import curves as E
 
 
 def _synthetic(x0, k, lengths, t, seed):
@@ -121,14 +121,14 @@ def test_protocol_settings_and_errors():
 @pytest.fixture(scope="module")
 def tiny():
     torch = pytest.importorskip("torch")
-    pytest.importorskip("accesslib.cramming")
+    pytest.importorskip("accesslib.engine.cramming")
     torch.set_num_threads(1)
-    from accesslib.models import tiny_model
+    from accesslib.models.loading import tiny_model
     return tiny_model("gpt_neox", d=32, vocab_size=64, layers=2, seed=0)
 
 
 def test_accessibility_curve_stop_and_resume(tiny, tmp_path):
-    from accesslib.store import ResultsStore
+    from accesslib.results.store import ResultsStore
     st = ResultsStore(tmp_path / "r.sqlite")
     kw = dict(lengths=[1, 2], samples=3, source="tokens", store=st, protocol="fast", max_steps=30, patience=10)
     stop = threading.Event()
@@ -152,7 +152,7 @@ def test_accessibility_curve_stop_and_resume(tiny, tmp_path):
     assert c3.strings_crammed == 0 and c3.successes == c2.successes
     # a success in the store is reproduced by independent greedy generation from its memory
     import torch
-    from accesslib.cramming import greedy_generate
+    from accesslib.engine.cramming import greedy_generate
     for r in rows:
         if r["success"]:
             out = greedy_generate(tiny.model, r["prefix_ids"], torch.tensor(r["memory"]), r["n"])

@@ -1,4 +1,4 @@
-"""The paper's model families load through ``accesslib.models.load_model`` (issue 4, item 4).
+"""The paper's model families load through ``accesslib.models.loading.load_model`` (issue 4, item 4).
 
 No download: for each family (GPT-NeoX/Pythia, Qwen2, Llama, Gemma-3) a config shaped like the
 real checkpoint's (same model_type, architecture class, tying, GQA, rotary settings, embedding
@@ -21,7 +21,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
-models = pytest.importorskip("accesslib.models")
+models = pytest.importorskip("accesslib.models.loading")
 
 D, V = 64, 320     # |V| above the tokenizer's 300 entries, as for Pythia (50304 > 50277)
 
@@ -141,7 +141,7 @@ def test_gemma_embedding_scales_by_sqrt_d(tmp_path):
 
 _HUB_SCRIPT = textwrap.dedent("""
     import json, sys
-    from accesslib import models
+    from accesslib.models import loading as models
     out = {}
     for name in json.loads(sys.argv[1]):
         try:

@@ -1,12 +1,12 @@
-"""Geometry (accesslib.geometry): known-answer decoder cells, fits, and stats on tiny models."""
+"""Geometry (accesslib.engine.geometry): known-answer decoder cells, fits, and stats on tiny models."""
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from accesslib import bounds
-from accesslib.geometry import (CellShares, assign_tokens, cell_shares, decoder_weights, effective_eps,
+from accesslib.theory import bounds
+from accesslib.engine.geometry import (CellShares, assign_tokens, cell_shares, decoder_weights, effective_eps,
                                 final_hidden, fit_principal_axes, fit_s_conv, geometry_report,
                                 greedy_continuations, log_share_medians, min_pairwise_cosine,
                                 sample_support, sconv_convergence, describe_convergence,
@@ -14,9 +14,9 @@ from accesslib.geometry import (CellShares, assign_tokens, cell_shares, decoder_
 
 
 def _tiny(family="gpt_neox", d=32, V=64, seed=0):
-    """A random-weight model from a config (accesslib.models.tiny_model when it exists)."""
+    """A random-weight model from a config (accesslib.models.loading.tiny_model when it exists)."""
     try:
-        from accesslib.models import tiny_model
+        from accesslib.models.loading import tiny_model
         return tiny_model(family, d=d, vocab_size=V, layers=2, seed=seed).model
     except ImportError:
         pass
@@ -314,7 +314,7 @@ def test_effective_eps_brackets_a_change():
 # ------------------------------------------------------------------ 2-D toy plots and app (headless)
 
 def test_cells_on_grid_exact_areas():
-    from accesslib.geometry_plots import cells_on_grid
+    from accesslib.plots.geometry import cells_on_grid
     _, sh = cells_on_grid([[1, 0], [-2, 0]], assign="voronoi", res=401)
     assert sh == pytest.approx([0.75, 0.25], abs=0.005)
     _, sh = cells_on_grid([[1, 0], [0, 1], [0, 0]], assign="argmax", res=401)
@@ -324,7 +324,7 @@ def test_cells_on_grid_exact_areas():
 
 
 def test_geometry_app_updates_in_place():
-    from accesslib.geometry_app import GeometryApp
+    from accesslib.apps.nb05_geometry import GeometryApp
     app = GeometryApp(canvas="agg", res=101)
     img = app.art["argmax"]["img"]
     before = img.get_array().copy()
@@ -342,7 +342,7 @@ def test_geometry_app_updates_in_place():
 
 
 def test_model_geometry_app_runs_on_tiny_model():
-    from accesslib.geometry_app import TINY_RANDOM, ModelGeometryApp
+    from accesslib.apps.nb05_geometry import TINY_RANDOM, ModelGeometryApp
     app = ModelGeometryApp(canvas="agg", model=TINY_RANDOM)
     assert app.report is None                        # nothing runs on construction
     app.per_length.value, app.n_cells.value = 4, 2000
@@ -368,8 +368,9 @@ def test_model_geometry_app_runs_on_tiny_model():
 def test_model_geometry_app_shows_the_stored_measurement():
     """The default model's bundle carries its geometry: the app draws it without computing,
     and the histogram and bars are the stored counts and slopes."""
-    from accesslib import bundles, embedded
-    from accesslib.geometry_app import TINY_RANDOM, ModelGeometryApp, shipped_geometry
+    from accesslib.results import bundles
+    from accesslib.models import embedded
+    from accesslib.apps.nb05_geometry import TINY_RANDOM, ModelGeometryApp, shipped_geometry
     rec = shipped_geometry(embedded.DEFAULT)
     assert rec is not None and shipped_geometry(TINY_RANDOM) is None
     app = ModelGeometryApp(canvas="agg", model=TINY_RANDOM)
@@ -406,8 +407,8 @@ def test_model_geometry_app_shows_the_stored_measurement():
 def test_model_geometry_app_run_on_a_real_model_that_is_not_installed(tmp_path, monkeypatch):
     """A real model is offered for its stored measurement even when not installed; Run then
     says how to install it, and loads nothing."""
-    from accesslib import realmodels
-    from accesslib.geometry_app import ModelGeometryApp
+    from accesslib.models import gguf as realmodels
+    from accesslib.apps.nb05_geometry import ModelGeometryApp
     monkeypatch.setenv("ACCESSLIB_HOME", str(tmp_path))           # no cache
     monkeypatch.setattr(realmodels, "_installed", lambda dist: False)   # no packages
     assert realmodels.available() == []

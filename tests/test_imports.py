@@ -9,8 +9,8 @@ import pytest
 HEAVY = ["torch", "transformers", "ipywidgets", "matplotlib"]
 
 
-@pytest.mark.parametrize("stmt", ["import accesslib", "import accesslib.bounds",
-                                  "import accesslib.reference", "import accesslib.config"])
+@pytest.mark.parametrize("stmt", ["import accesslib", "import accesslib.theory.bounds",
+                                  "import accesslib.results.reference", "import accesslib.config"])
 def test_light_import(stmt):
     code = (f"import sys, json; {stmt}; "
             f"print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))")
@@ -21,7 +21,7 @@ def test_light_import(stmt):
 
 def test_widgets_module_imports_without_torch():
     # the bounds app needs matplotlib and ipywidgets, but never torch
-    code = ("import sys; import accesslib.widgets; "
+    code = ("import sys; import accesslib.apps.base; "
             "print('torch' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env={"MPLBACKEND": "Agg", "PATH": ""})

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from accesslib import meanfield as mf
+from accesslib.theory import meanfield as mf
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +77,7 @@ def test_bad_input(model):
 
 
 def test_meanfield_app_headless():
-    from accesslib.meanfield_app import MeanFieldApp
+    from accesslib.apps.nb08_meanfield import MeanFieldApp
 
     app = MeanFieldApp(canvas="agg")
     assert app.max_diff < 1e-9 and "the same" in app.readout.value

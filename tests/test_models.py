@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from accesslib.models import FAMILIES, ModelFacts, load_model, tiny_model, torch_dtype
+from accesslib.models.loading import FAMILIES, ModelFacts, load_model, tiny_model, torch_dtype
 
 
 @pytest.mark.parametrize("family", FAMILIES)

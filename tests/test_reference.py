@@ -1,7 +1,9 @@
 """Published reference numbers (shared/PAPER.md section 6) load as plain records with sources."""
 import pytest
 
-from accesslib import bounds, reference
+from accesslib.theory import bounds
+
+from accesslib.results import reference
 
 
 def test_model_table_matches_paper_md():

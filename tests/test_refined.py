@@ -1,11 +1,11 @@
-"""Refined slopes (accesslib.refined) against closed forms, Monte Carlo and mpmath."""
+"""Refined slopes (accesslib.theory.refined) against closed forms, Monte Carlo and mpmath."""
 import math
 
 import numpy as np
 import pytest
 
-from accesslib import bounds
-from accesslib.refined import (RefinedSlope, ball_log_count, box_slope, cell_slope, cone_half_angle,
+from accesslib.theory import bounds
+from accesslib.theory.refined import (RefinedSlope, ball_log_count, box_slope, cell_slope, cone_half_angle,
                                cone_slope, ellipsoid_slope, log_betainc, log_cone_fraction)
 
 

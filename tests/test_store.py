@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from accesslib.store import KEY_COLUMNS, ResultsStore, protocol_hash, target_hash
+from accesslib.results.store import KEY_COLUMNS, ResultsStore, protocol_hash, target_hash
 
 
 def _row(i, *, model="tiny", m=1, n=5, success=None, ph="p0"):
@@ -175,7 +175,7 @@ _RESUMABLE_JOB = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, {root!r})
     from tests.test_store import _row
-    from accesslib.store import ResultsStore, KEY_COLUMNS, target_hash
+    from accesslib.results.store import ResultsStore, KEY_COLUMNS, target_hash
     st = ResultsStore({path!r})
     for i in range({total}):
         r = _row(i)

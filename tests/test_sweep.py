@@ -1,4 +1,4 @@
-"""Sweeps on Dask (accesslib.sweep, issue 8): spec parsing, job split, exact resume, and a
+"""Sweeps on Dask (accesslib.experiments.sweep, issue 8): spec parsing, job split, exact resume, and a
 2-worker LocalCluster run with a worker killed mid-way that ends with the same store contents
 (every row once, the same per-string successes, the same n50) as a single-process run."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from accesslib import sweep
+from accesslib.experiments import sweep
 
 torch = pytest.importorskip("torch")
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sweep-tiny.yaml"
@@ -32,7 +32,7 @@ def _spec(tmp_path, name="s.sqlite", **kw):
 
 
 def _rows(path):
-    from accesslib.store import ResultsStore
+    from accesslib.results.store import ResultsStore
     with ResultsStore(path) as db:
         return db.rows()
 
@@ -100,7 +100,7 @@ def test_stopped_job_resumes_exactly_and_client_write_mode(tmp_path):
 
     # write="client": the job runs on a private store seeded with the finished keys and returns
     # only the new rows (memory vectors included); the caller writes them
-    from accesslib.store import ResultsStore
+    from accesslib.results.store import ResultsStore
     known = sweep._known_rows(ResultsStore(path), spec, job, sweep.protocol_hash_of(spec))
     res = sweep.run_job(spec, job, store_path=None, known_rows=known[:2])
     assert res.from_store == 2 and len(res.rows) == spec.samples - 2

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from accesslib import targets as T
+from accesslib.engine import targets as T
 
 TEXT = "\n".join(f"Line {i}: the quick brown fox number {i} jumps over the lazy dog." for i in range(200))
 
@@ -65,7 +65,7 @@ def test_natural_text(tok):
 
 def test_natural_text_default_corpus(tok):
     try:
-        from accesslib.embedded import corpus_split
+        from accesslib.models.embedded import corpus_split
         corpus_split("heldout")
     except Exception:
         pytest.skip("shipped corpus not available")

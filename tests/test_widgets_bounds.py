@@ -7,8 +7,10 @@ import pytest
 
 matplotlib.use("Agg")
 
-from accesslib import bounds, reference  # noqa: E402
-from accesslib.widgets import BoundsApp, make_figure  # noqa: E402
+from accesslib.theory import bounds  # noqa: E402
+
+from accesslib.results import reference  # noqa: E402
+from accesslib.apps.base import BoundsApp, make_figure  # noqa: E402
 
 PYTHIA = "EleutherAI/pythia-160m"
 

@@ -18,7 +18,7 @@ Job granularity (why it is what it is):
   one job runs the whole search. There are fewer, longer jobs (models x m x seeds of them).
 
 Resume is exact at the level of single strings: each string is written to the results store
-(:class:`accesslib.store.ResultsStore`, unique key (model, m, n, source, target_hash, seed,
+(:class:`accesslib.results.store.ResultsStore`, unique key (model, m, n, source, target_hash, seed,
 protocol_hash)) the moment it finishes, and a job first asks the store which of its strings are
 done and crams only the rest. A rerun of an interrupted sweep (Ctrl-C, scheduler killed) therefore
 redoes nothing; a worker that dies mid-job has its job rescheduled by Dask on another worker
@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-from .store import KEY_COLUMNS as _KEY  # numpy + stdlib only
+from accesslib.results.store import KEY_COLUMNS as _KEY  # numpy + stdlib only
 
 __all__ = ["SweepSpec", "ModelSpec", "Job", "JobResult", "SweepReport", "SweepRun", "load_spec",
            "run_job", "run_sweep", "start_sweep", "sweep_curves", "sweep_table", "format_table",
@@ -141,7 +141,7 @@ class Job:
 class SweepSpec:
     """A sweep: models x m x (lengths or a length search) x seeds, ``samples`` strings each.
 
-    engine: keyword arguments for :func:`accesslib.cramming.cram` (max_steps, patience, lr, ...;
+    engine: keyword arguments for :func:`accesslib.engine.cramming.cram` (max_steps, patience, lr, ...;
         ``protocol: published`` is the paper's settings, see :func:`engine_settings`).
     search: ``None`` with ``lengths`` given (fixed grid), else a mapping with ``method`` and the
         experiments module's search options (adaptive search, one job per (model, m, seed)).
@@ -181,7 +181,7 @@ class SweepSpec:
         self.seeds = _int_list("seeds", self.seeds, lo=0)
         if not isinstance(self.samples, int) or isinstance(self.samples, bool) or self.samples < 1:
             raise ValueError(f"samples must be an integer >= 1 (strings per (m, n, seed)), got {self.samples!r}")
-        from . import targets  # numpy/torch-free list of names
+        from accesslib.engine import targets  # numpy/torch-free list of names
         if self.source not in targets.SOURCES:
             raise ValueError(f"source must be one of {targets.SOURCES}, got {self.source!r}")
         if (self.lengths is None) == (self.search is None):
@@ -246,7 +246,7 @@ class SweepSpec:
     def store_path(self) -> Path:
         if self.store:
             return Path(os.path.expanduser(str(self.store)))
-        from .store import default_path
+        from accesslib.results.store import default_path
         return default_path()
 
     def resolved_device(self) -> str:
@@ -340,7 +340,7 @@ def worker_model(ms: ModelSpec, device: str = "cpu", dtype: str = "float32", kee
                 if device.startswith("cuda"):
                     import torch
                     torch.cuda.empty_cache()
-            from . import models
+            from accesslib.models import loading as models
             try:
                 if ms.tiny is not None:
                     loaded = models.tiny_model(**dict(ms.tiny), dtype=dtype, device=device)
@@ -370,8 +370,8 @@ def engine_settings(spec: SweepSpec) -> tuple[str | dict, dict]:
 
 def protocol_hash_of(spec: SweepSpec) -> str:
     """The store's protocol_hash of this sweep's rows (the same one accessibility_curve writes)."""
-    from .experiments import protocol_settings
-    from .store import protocol_hash
+    from accesslib.experiments.curves import protocol_settings
+    from accesslib.results.store import protocol_hash
     protocol, overrides = engine_settings(spec)
     return protocol_hash(protocol_settings(protocol, **overrides))
 
@@ -430,7 +430,7 @@ class _ThrottledStop:
 
 def run_job(spec: SweepSpec, job: Job, *, store_path: str | None = None, known_rows: list | None = None,
             stop=None, on_string=None) -> JobResult:
-    """Run one job: :func:`accesslib.experiments.accessibility_curve` for (model, m, seed) at the
+    """Run one job: :func:`accesslib.experiments.curves.accessibility_curve` for (model, m, seed) at the
     job's length (or with the spec's length search), strings already in the store skipped.
 
     ``store_path``: the results store to read and write (write="worker"). ``None`` means the
@@ -441,8 +441,8 @@ def run_job(spec: SweepSpec, job: Job, *, store_path: str | None = None, known_r
     """
     import socket
     import tempfile
-    from .experiments import accessibility_curve
-    from .store import ResultsStore
+    from accesslib.experiments.curves import accessibility_curve
+    from accesslib.results.store import ResultsStore
 
     t0 = time.perf_counter()
     ms = spec.model_spec(job.model)
@@ -605,8 +605,8 @@ def run_sweep(spec, *, scheduler: str | None = None, workers: int | None = None,
     Ctrl-C does the same as ``stop`` and closes the client and the LocalCluster cleanly; run
     the same sweep again to resume.
     """
-    from .store import ResultsStore
-    from .experiments import protocol_settings
+    from accesslib.results.store import ResultsStore
+    from accesslib.experiments.curves import protocol_settings
 
     spec = load_spec(spec)
     if store is not None:
@@ -771,7 +771,7 @@ def _stop_remote(event, futures):
 def sweep_curves(spec, store=None) -> dict[tuple[str, int], dict[int, tuple[int, int]]]:
     """Accessibility counts per (model, m) from the store, all of the spec's seeds pooled:
     ``{(model, m): {n: (successes, total)}}`` (only strings of the spec's protocol and source)."""
-    from .store import ResultsStore
+    from accesslib.results.store import ResultsStore
     spec = load_spec(spec)
     db = store if store is not None and not isinstance(store, (str, os.PathLike)) else \
         ResultsStore(store or spec.store_path())
@@ -794,7 +794,7 @@ def sweep_curves(spec, store=None) -> dict[tuple[str, int], dict[int, tuple[int,
 def sweep_table(spec, store=None) -> list[dict]:
     """One dict per (model, m): strings, successes, n50 and its stderr (``experiments.fit_n50``),
     plus per model the slope of n50 against m (``experiments.fit_slope``) when two m have an n50."""
-    from .experiments import fit_n50, fit_slope
+    from accesslib.experiments.curves import fit_n50, fit_slope
     spec = load_spec(spec)
     rows = []
     for (model, m), curve in sweep_curves(spec, store).items():
@@ -929,7 +929,7 @@ def add_sweep_parser(subparsers):
     return p
 
 
-#: The hook ``accesslib.__main__`` looks for in its PLUGIN_MODULES (it lists accesslib.sweep).
+#: The hook ``accesslib.cli`` looks for in its PLUGIN_MODULES (it lists accesslib.experiments.sweep).
 add_subcommand = add_sweep_parser
 
 

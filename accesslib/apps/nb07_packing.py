@@ -13,10 +13,10 @@ import threading
 import ipywidgets as W
 import numpy as np
 
-from . import config as _config
-from . import packing
-from .plotting import COLORS, STYLE
-from .widgets import App
+from accesslib import config as _config
+from accesslib.theory import packing
+from accesslib.plots.bounds import COLORS, STYLE
+from accesslib.apps.base import App
 
 _DESC = {"description_width": "110px"}
 
@@ -178,19 +178,19 @@ class PrecisionApp(App):
 
     def _load(self):
         if self.lm is None:
-            from .models import load_model, tiny_model
+            from accesslib.models.loading import load_model, tiny_model
 
             if self.model_name == "tiny":
                 self.lm = tiny_model("gpt_neox", d=16, vocab_size=32)
             else:
-                from .models import DEFAULT_MODEL
+                from accesslib.models.loading import DEFAULT_MODEL
 
                 self.lm = load_model(self.model_name or DEFAULT_MODEL)
         return self.lm
 
     def _work(self):
-        from . import precision as pr
-        from .copying import torch_threads
+        from accesslib.engine import precision as pr
+        from accesslib.engine.copying import torch_threads
 
         n, seed, width, kmax = int(self.n.value), int(self.seed.value), float(self.width.value), int(self.kmax.value)
         if not 1 <= n <= 32:

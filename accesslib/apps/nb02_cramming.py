@@ -19,10 +19,14 @@ import time
 
 import ipywidgets as W
 
-from . import bounds, bundles, cram_plots, plotting, reference
-from .config import FAST
-from .policy import current_policy
-from .widgets import App
+from accesslib.theory import bounds
+
+from accesslib.results import bundles, reference
+
+from accesslib.plots import cramming as cram_plots, bounds as plotting
+from accesslib.config import FAST
+from accesslib.apps.policy import current_policy
+from accesslib.apps.base import App
 
 _DESC = {"description_width": "120px"}
 
@@ -43,11 +47,11 @@ def parse_int_list(text: str, name: str, *, low: int = 1) -> list[int]:
 
 def model_choices(policy=None) -> list[str]:
     """The models offered: embedded family, offline real models when installed (policy-filtered)."""
-    from . import embedded
+    from accesslib.models import embedded
 
     names = list(embedded.names())
     try:
-        from . import realmodels
+        from accesslib.models import gguf as realmodels
         names += [n for n in realmodels.available() if n not in names]
     except Exception:  # the optional extra is not installed
         pass
@@ -67,8 +71,8 @@ class CrammingApp(App):
 
     def __init__(self, *, model=None, store=None, policy=None, canvas="auto", fast=FAST):
         super().__init__(canvas=canvas)
-        from . import embedded
-        from .store import ResultsStore
+        from accesslib.models import embedded
+        from accesslib.results.store import ResultsStore
 
         self.policy = policy or current_policy()
         self.store = store if isinstance(store, ResultsStore) else ResultsStore(store)
@@ -153,8 +157,8 @@ class CrammingApp(App):
         return req
 
     def _protocol_hash(self, req) -> str:
-        from .experiments import protocol_settings
-        from .store import protocol_hash
+        from accesslib.experiments.curves import protocol_settings
+        from accesslib.results.store import protocol_hash
 
         return protocol_hash(protocol_settings(req["protocol"], max_steps=req["max_steps"]))
 
@@ -179,7 +183,7 @@ class CrammingApp(App):
 
     @staticmethod
     def _curve_from_counts(counts: dict) -> dict:
-        from .experiments import fit_n50
+        from accesslib.experiments.curves import fit_n50
 
         lengths = sorted(counts)
         s = [counts[n][0] for n in lengths]
@@ -236,7 +240,7 @@ class CrammingApp(App):
     def _load(self, name, device):
         key = (name, device)
         if key not in self._models:
-            from .models import load_model
+            from accesslib.models.loading import load_model
             self._models = {key: load_model(name, device=device)}  # keep one model in memory
         return self._models[key]
 
@@ -251,7 +255,7 @@ class CrammingApp(App):
                     # leaves the other cores to the page and to other visitors
                     import torch
                     torch.set_num_threads(1)
-                from .experiments import accessibility_curve
+                from accesslib.experiments.curves import accessibility_curve
 
                 per_m = req["samples"] * (len(req["lengths"]) if req["lengths"] else 6)
                 self.progress.max = max(1, per_m * len(req["ms"]))
@@ -344,12 +348,12 @@ class CrammingApp(App):
 def predicted_slopes(bundle: dict, eps: float, r: float) -> dict:
     """Predicted slopes C (tokens per vector) for a bundle's model at precision eps, radius r.
 
-    ball: :func:`accesslib.bounds.slope`; box, cone, ellipsoid, cells: :mod:`accesslib.refined`
+    ball: :func:`accesslib.theory.bounds.slope`; box, cone, ellipsoid, cells: :mod:`accesslib.theory.refined`
     from the bundle's measured geometry (per-coordinate widths, principal semi-axes, cone
     half-angle, s_conv) when the bundle has it. The box and ellipsoid use the measured extents,
     so r moves only the ball, cone and cell lines.
     """
-    from . import refined
+    from accesslib.theory import refined
 
     f = bundle["facts"]
     d, V = f["d"], f["vocab_size"]
@@ -373,7 +377,7 @@ class PredictedApp(App):
 
     def __init__(self, *, model=None, canvas="auto", published=True):
         super().__init__(canvas=canvas)
-        from . import embedded
+        from accesslib.models import embedded
 
         names = bundles.available("cram")
         if not names:
@@ -450,7 +454,7 @@ class PredictedApp(App):
 def family_table(names=None, *, bound="ball", dtype="paper") -> list[dict]:
     """One row per embedded model with a bundle: d, |V|, measured slope a (± stderr, R^2),
     predicted C under ``bound`` with eps = r_inf * unit roundoff of ``dtype``, and C/a."""
-    from . import embedded
+    from accesslib.models import embedded
 
     names = names if names is not None else [n for n in embedded.names() if n in bundles.available("cram")]
     rows = []
@@ -494,7 +498,7 @@ class SlopeApp(App):
         axes[0].set_title("width", fontsize=10)
         axes[1].set_title("vocabulary", fontsize=10)
         axes[2].set_title("is the ratio constant?", fontsize=10)
-        from .plotting import COLORS, STYLE
+        from accesslib.plots.bounds import COLORS, STYLE
 
         self._art = {}
         for i in (0, 1):
@@ -527,7 +531,7 @@ class SlopeApp(App):
         return by_d, by_v
 
     def update(self):
-        from .cram_plots import _set_errorbar
+        from accesslib.plots.cramming import _set_errorbar
 
         rows = [r for r in family_table(bound=self.bound.value, dtype=self.dtype.value) if r["slope"]]
         if not rows:
@@ -580,8 +584,8 @@ class SlopeApp(App):
 # ---------------------------------------------------------------------------------------------
 def default_sweep(fast: bool = FAST) -> dict:
     """A small sweep of the default model: m = 1, 2 on a fixed grid of lengths (natural text)."""
-    from . import embedded
-    from .config import home
+    from accesslib.models import embedded
+    from accesslib.config import home
 
     return dict(name="notebook-sweep", models=[embedded.DEFAULT], m=[1, 2], source="natural",
                 samples=2 if fast else 8, seeds=[0], lengths=[2, 4] if fast else [4, 6, 8, 10, 12, 16, 20],
@@ -590,14 +594,14 @@ def default_sweep(fast: bool = FAST) -> dict:
 
 
 class SweepApp(App):
-    """Run a sweep (accesslib.sweep) on a Dask LocalCluster from the page: progress, dashboard
+    """Run a sweep (accesslib.experiments.sweep) on a Dask LocalCluster from the page: progress, dashboard
     link, and the accessibility curves read from the results store after every job."""
 
     figsize = (7.5, 3.4)
 
     def __init__(self, *, spec=None, scheduler=None, policy=None, canvas="auto", fast=FAST):
         super().__init__(canvas=canvas)
-        from .sweep import load_spec
+        from accesslib.experiments.sweep import load_spec
 
         self.policy = policy or current_policy()
         self.spec = load_spec(spec if spec is not None else default_sweep(fast))
@@ -624,7 +628,7 @@ class SweepApp(App):
             raise ValueError("sweeps start worker processes: they are switched off on this public server")
         if self.run is not None and self.run.running:
             raise ValueError("a sweep is already running: press Stop first")
-        from .sweep import start_sweep
+        from accesslib.experiments.sweep import start_sweep
 
         self.run = start_sweep(self.spec, on_job_done=lambda res: self.guard(self.update),
                                scheduler=self.scheduler, progress=False)
@@ -639,7 +643,7 @@ class SweepApp(App):
         return self.run is None or not self.run.running
 
     def update(self):
-        from .sweep import sweep_curves
+        from accesslib.experiments.sweep import sweep_curves
 
         counts = self.run.curves() if self.run is not None else sweep_curves(self.spec)
         model = self.spec.model_labels[0]

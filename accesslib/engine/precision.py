@@ -23,8 +23,8 @@ import math
 import numpy as np
 import torch
 
-from .bounds import UNIT_ROUNDOFF, canonical_dtype
-from .models import hf_model
+from accesslib.theory.bounds import UNIT_ROUNDOFF, canonical_dtype
+from accesslib.models.loading import hf_model
 
 
 def _check_int(name, v, low, high):
@@ -35,8 +35,8 @@ def _check_int(name, v, low, high):
 
 @torch.no_grad()
 def greedy_outputs(model, memory: torch.Tensor, n: int, *, batch=512) -> np.ndarray:
-    """Greedy outputs [k, n] for k memory prompts [k, m, d] (batched; accesslib.cramming's loop)."""
-    from .cramming import _greedy_batch
+    """Greedy outputs [k, n] for k memory prompts [k, m, d] (batched; accesslib.engine.cramming's loop)."""
+    from accesslib.engine.cramming import _greedy_batch
 
     model = hf_model(model)
     n = _check_int("n", n, 1, 256)

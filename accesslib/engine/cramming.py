@@ -44,7 +44,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from .models import hf_model
+from accesslib.models.loading import hf_model
 
 PROTOCOLS = {
     # [A] section "cramming", following [K]: PAPER.md section 5.
@@ -144,12 +144,12 @@ def _vocab_limit(model) -> int:
 
 
 def _max_context(model):
-    from .models import _max_context as mc
+    from accesslib.models.loading import _max_context as mc
     return mc(model.config)
 
 
 def _embed_scale(model) -> float:
-    from .models import _embed_scale as es
+    from accesslib.models.loading import _embed_scale as es
     return es(model)
 
 
@@ -217,7 +217,7 @@ def _autocast(device: torch.device, dtype):
 def _autocast_dtype(x):
     if x is None:
         return None
-    from .models import torch_dtype
+    from accesslib.models.loading import torch_dtype
     dt = torch_dtype(x)
     if dt == torch.float32:
         return None

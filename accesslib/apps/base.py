@@ -21,7 +21,11 @@ import ipywidgets as W
 import matplotlib
 from matplotlib.figure import Figure
 
-from . import bounds, plotting, reference
+from accesslib.theory import bounds
+
+from accesslib.plots import bounds as plotting
+
+from accesslib.results import reference
 
 _DESC = {"description_width": "150px"}
 
@@ -253,7 +257,7 @@ class BoundsApp(App):
     """Explore the counting bound N <= (1 + 2r/eps)^(d*m) and its threshold n* = C*m.
 
     Sliders: d, |V| (log), eps (log), r, m; dtype presets for eps (eps = r * unit roundoff,
-    :func:`accesslib.bounds.eps_for_dtype`); model presets from :mod:`accesslib.reference`
+    :func:`accesslib.theory.bounds.eps_for_dtype`); model presets from :mod:`accesslib.results.reference`
     (d, |V|, r = r_inf, eps = r * 2^-11 as in [A]). Panels: (a) log10 N, (b) log10 of the
     accessible-fraction bound against n with n* marked, (c) n* = C*m against m with the
     preset's published n50 points and the theory/experiment ratio.
@@ -323,7 +327,7 @@ class BoundsApp(App):
                     eps=float(_exact(self.eps)), r=float(self.r.value), m=int(self.m.value))
 
     def params(self):
-        """Current (d, vocab_size, eps, r, m), validated by accesslib.bounds (ValueError)."""
+        """Current (d, vocab_size, eps, r, m), validated by accesslib.theory.bounds (ValueError)."""
         p = self.params_unchecked()
         if self.dtype.value != CUSTOM:
             # the dtype preset defines eps from r: r = 0 has no relative precision

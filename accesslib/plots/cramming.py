@@ -1,6 +1,6 @@
 """Matplotlib drawing for the cramming apps (02-04): loss, accessibility curves, n50 vs m.
 
-Same pattern and visual language as :mod:`accesslib.plotting`: ``plot_x(ax, ...)`` draws once
+Same pattern and visual language as :mod:`accesslib.plots.bounds`: ``plot_x(ax, ...)`` draws once
 and returns artists, ``update_x(artists, ...)`` moves them in place. Predicted = lines,
 measured = markers with error bars; one colour per m (or per model) across panels.
 """
@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from .plotting import COLORS, STYLE
+from accesslib.plots.bounds import COLORS, STYLE
 
 #: one colour per m (1, 2, 3, ...), reused by every cramming panel
 M_COLORS = ["#6a3d9a", "#e07b00", "#2a9d48", "#c0392b", "#1f77b4", "#8c564b", "#e377c2", "#17becf"]

@@ -4,16 +4,16 @@ Left: the last token's output (its d coordinates) for a random context and for a
 context (every token written k times, the context permuted), with positions and a causal
 mask as switches that break the invariance. Right: as the context grows (tokens drawn from a
 fixed distribution p), the output approaches the mean-field output at p. Pure numpy: every
-update is instant. See accesslib.meanfield for what is and is not claimed.
+update is instant. See accesslib.theory.meanfield for what is and is not claimed.
 """
 from __future__ import annotations
 
 import ipywidgets as W
 import numpy as np
 
-from . import meanfield as mf
-from .plotting import COLORS, STYLE
-from .widgets import App
+from accesslib.theory import meanfield as mf
+from accesslib.plots.bounds import COLORS, STYLE
+from accesslib.apps.base import App
 
 _DESC = {"description_width": "120px"}
 

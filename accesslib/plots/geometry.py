@@ -1,6 +1,6 @@
 """Matplotlib drawing for the geometry app (numpy + matplotlib only: no torch, no widgets).
 
-Same pattern as :mod:`accesslib.plotting`: ``plot_x(ax, ...)`` draws once and returns a dict
+Same pattern as :mod:`accesslib.plots.bounds`: ``plot_x(ax, ...)`` draws once and returns a dict
 of artists, ``update_x(artists, ...)`` moves them in place. Covers the 2-D toy decoder
 (argmax cells vs Voronoi cells, PAPER.md section 4, with an eps-grid) and the cell-share
 histogram, s_conv convergence and slope bars of a real model.
@@ -195,9 +195,9 @@ def plot_convergence(ax):
 
 
 def update_convergence(art, rows, vocab_size):
-    """Draw :func:`accesslib.geometry.sconv_convergence` rows; one row (N within one chunk)
+    """Draw :func:`accesslib.engine.geometry.sconv_convergence` rows; one row (N within one chunk)
     draws the point and says that no check was possible."""
-    from .geometry import zero_hit_share
+    from accesslib.engine.geometry import zero_hit_share
     ax = art["ax"]
     n = np.array([r["n"] for r in rows], dtype=float)
     sb = np.array([r["s_conv"] for r in rows], dtype=float)

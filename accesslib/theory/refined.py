@@ -1,6 +1,6 @@
 """Refined slopes of [A] (shared/PAPER.md section 4): box, cone, ellipsoid and decoder cells.
 
-Pure numpy/scipy, everything in log space. The ball slope of :func:`accesslib.bounds.slope` is
+Pure numpy/scipy, everything in log space. The ball slope of :func:`accesslib.theory.bounds.slope` is
 C_ball = d ln(1 + 2r/eps) / ln|V|: the log of the number of eps-distinguishable points of the
 support (per prompt vector) over the log of the number of choices per output token. Each
 refinement here shrinks the numerator (a smaller support) or grows the denominator (the cost
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from .bounds import _as_array, _d, _vocab
+from accesslib.theory.bounds import _as_array, _d, _vocab
 
 __all__ = [
     "RefinedSlope", "log_betainc", "log_cone_fraction", "cone_half_angle", "ball_log_count",
@@ -202,7 +202,7 @@ def ellipsoid_slope(semi_axes, vocab_size, eps, r=None):
     prod_i (2a_i + eps)/eps = prod_i (1 + 2a_i/eps) of them fit: the box bound in the
     principal frame. Caveat: float precision is axis-aligned in the model's own frame; the
     bound treats eps as the same in the rotated frame (true for the Euclidean-ball view of
-    [A]'s Theorem 4.5, an assumption for the grid view). With :func:`accesslib.geometry`'s
+    [A]'s Theorem 4.5, an assumption for the grid view). With :func:`accesslib.engine.geometry`'s
     fit, a_i = max |projection| of the samples, so the box contains every sample.
     """
     a = _as_array("semi_axes", semi_axes, low=0)
@@ -221,7 +221,7 @@ def cell_slope(log_count, s_conv):
     log_count: nats per vector of any support (:func:`ball_log_count`, or ``.log_count`` of
     a box/cone/ellipsoid result); s_conv: the fitted slope of the log-share convolution
     (negative, nats per token; [A] found -12.9 to -16.9), see
-    :func:`accesslib.geometry.fit_s_conv`.
+    :func:`accesslib.engine.geometry.fit_s_conv`.
     """
     lc = _scalar("log_count", log_count, low=0)
     s = _as_array("s_conv", s_conv, low=-math.inf, allowed="a nonzero number")

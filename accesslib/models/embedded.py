@@ -21,8 +21,8 @@ from __future__ import annotations
 import gzip
 import json
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
+from accesslib.config import data_path
 
 DEFAULT = "tiny-d32-v257"
 """Name of the default embedded model (the smallest of the family)."""
@@ -35,7 +35,7 @@ _REQUIRED = ("config.json", "model.safetensors", "tokenizer.json", "training.jso
 
 
 def _data_dir() -> Path:
-    return Path(str(resources.files("accesslib") / "data"))
+    return data_path()
 
 
 def models_dir() -> Path:

@@ -28,13 +28,13 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 from scipy.special import expit
 
-from .store import ResultsStore, protocol_hash as _protocol_hash, target_hash as _target_hash
+from accesslib.results.store import ResultsStore, protocol_hash as _protocol_hash, target_hash as _target_hash
 
 __all__ = ["PROTOCOLS", "SEARCHES", "AccessibilityCurve", "N50Fit", "SlopeFit", "accessibility_curve",
            "fit_n50", "fit_slope", "protocol_settings", "search_paper", "search_bisect", "search_grid",
            "LengthSampler", "logistic_oracle"]
 
-#: Protocol names: the engine's presets (accesslib.cramming.PROTOCOLS) plus the target layout.
+#: Protocol names: the engine's presets (accesslib.engine.cramming.PROTOCOLS) plus the target layout.
 #: "paper" is [A]'s protocol (section 5): AdamW lr 1e-2, betas (0.9, 0.9), weight decay 0.01,
 #: <= 3000 steps, patience 500, first target token given as input. "fast" is the engine's faster
 #: schedule and predicts every target token from the memory. Successes are greedy-confirmed in both.
@@ -49,7 +49,7 @@ def protocol_settings(protocol: str | Mapping[str, Any] = "paper", **overrides) 
         if protocol not in PROTOCOLS:
             raise ValueError(f"protocol must be one of {PROTOCOLS} or a dict of cram settings, "
                              f"got {protocol!r}")
-        from .cramming import PROTOCOLS as ENGINE_PRESETS
+        from accesslib.engine.cramming import PROTOCOLS as ENGINE_PRESETS
         settings = dict(ENGINE_PRESETS[protocol], **PROTOCOL_LAYOUT[protocol])
     elif isinstance(protocol, Mapping):
         settings = dict(protocol)
@@ -523,7 +523,7 @@ def _unwrap(model, tokenizer, model_name):
         return model.model, tokenizer or model.tokenizer, name, facts.vocab_size, facts.max_context
     config = getattr(model, "config", None)
     if config is None:
-        raise ValueError("model must be a LoadedModel (accesslib.models.load_model) or a transformers "
+        raise ValueError("model must be a LoadedModel (accesslib.models.loading.load_model) or a transformers "
                          "causal LM, or a name to load")
     name = model_name or getattr(config, "_name_or_path", "") or ""
     if not name:
@@ -543,17 +543,17 @@ def accessibility_curve(model, m: int, lengths: Sequence[int] | None = None, sam
     """Measure the accessibility curve (success fraction per target length) for m memory vectors.
 
     model: a LoadedModel, a transformers causal LM (give ``model_name``), or a name for
-    :func:`accesslib.models.load_model`. lengths: measure exactly these (``search="grid"``);
+    :func:`accesslib.models.loading.load_model`. lengths: measure exactly these (``search="grid"``);
     otherwise the length search ``search`` ("bisect" default, "paper") picks them.
-    One :func:`accesslib.cramming.cram` call per length, batched over the strings at that
+    One :func:`accesslib.engine.cramming.cram` call per length, batched over the strings at that
     length; each finished string is written to ``store`` at once (and skipped when already
     there). ``on_string(row)`` after every string crammed; ``on_step`` is passed to cram;
     ``stop`` (threading.Event or callable) ends the run between steps, returning what was
     finished (``interrupted=True``). ``cram_overrides`` change single cram settings
     (e.g. ``max_steps=50``); they enter the protocol hash.
     """
-    from . import targets as _targets
-    from .cramming import cram
+    from accesslib.engine import targets as _targets
+    from accesslib.engine.cramming import cram
 
     if not isinstance(m, (int, np.integer)) or m < 1:
         raise ValueError(f"m (number of memory vectors) must be an integer >= 1, got {m!r}")
@@ -580,7 +580,7 @@ def accessibility_curve(model, m: int, lengths: Sequence[int] | None = None, sam
         raise ValueError(f"precision (relative n50 stderr) must be > 0, got {precision}")
 
     if isinstance(model, str):
-        from .models import load_model
+        from accesslib.models.loading import load_model
         model = load_model(model)
     hf, tok, name, vocab_size, max_ctx = _unwrap(model, tokenizer, model_name)
     if isinstance(store, str) or (store is not None and not isinstance(store, ResultsStore)):

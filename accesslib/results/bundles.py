@@ -17,16 +17,16 @@ import platform
 import sys
 import time
 from datetime import datetime, timezone
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
+from accesslib.config import data_path
 
 BUNDLE_VERSION = 1
 
 
 def bundle_dir() -> Path:
-    return Path(str(resources.files("accesslib").joinpath("data/bundles")))
+    return data_path("bundles")
 
 
 def _file_name(kind: str, model: str) -> str:
@@ -90,7 +90,7 @@ def _finite(x):
 
 
 def curve_record(curve) -> dict:
-    """A JSON-able summary of an :class:`accesslib.experiments.AccessibilityCurve` with its fit."""
+    """A JSON-able summary of an :class:`accesslib.experiments.curves.AccessibilityCurve` with its fit."""
     fit = curve.fit()
     return dict(m=curve.m, lengths=list(curve.lengths), successes=list(curve.successes),
                 totals=list(curve.totals), n50=_finite(fit.n50), n50_stderr=_finite(fit.stderr),
@@ -101,7 +101,7 @@ def curve_record(curve) -> dict:
 
 def slope_record(curves: list[dict]) -> dict | None:
     """fit_slope over the curves' n50 (weighted by their stderrs when all are finite)."""
-    from .experiments import fit_slope
+    from accesslib.experiments.curves import fit_slope
 
     pts = [(c["m"], c["n50"], c["n50_stderr"]) for c in curves if c["n50"] is not None]
     if len({p[0] for p in pts}) < 2:
@@ -113,10 +113,10 @@ def slope_record(curves: list[dict]) -> dict | None:
 
 
 def geometry_record(report, effective=None) -> dict:
-    """What the apps need of an :class:`accesslib.geometry.GeometryReport` to redraw every
+    """What the apps need of an :class:`accesslib.engine.geometry.GeometryReport` to redraw every
     refined bound at any eps: the measured support (widths, semi-axes, cone half-angle) and
     s_conv, plus the slopes at the report's own eps for the record. ``effective``: an
-    :class:`accesslib.geometry.EffectiveEps` to keep too (thresholds; null = no change up to
+    :class:`accesslib.engine.geometry.EffectiveEps` to keep too (thresholds; null = no change up to
     t_max)."""
     st = report.stats
     rec = dict(r_inf=st.r_inf, r_2=st.r_2, min_cos=st.min_cos, phi=float(st.phi), n_samples=st.n,
@@ -148,7 +148,7 @@ def crammed_memory(lm, n: int, *, source: str = "tokens", seed: int = 0, tries: 
     """A memory vector (m = 1) that greedily produces an n-token target (after ``prefix_ids``),
     crammed with the fast protocol: (memory [1, d], target ids), or None when none of
     ``tries`` targets could be crammed."""
-    from . import cramming, targets
+    from accesslib.engine import cramming, targets
 
     n = max(2, int(n))
     tg, _ = targets.make_targets(source, n, tries, seed=seed, tokenizer=lm.tokenizer,
@@ -167,7 +167,7 @@ def measure_effective_eps(lm, directions: int = 16, *, memory_n=None, source="to
     ``prefix_ids`` (:func:`crammed_memory`; e.g. a little below n50 at m = 1), the output
     that must not change being those n tokens; without ``memory_n``, or when cramming fails,
     around a random memory vector (the cramming init), watching 4 tokens."""
-    from .geometry import effective_eps
+    from accesslib.engine.geometry import effective_eps
 
     got = crammed_memory(lm, memory_n, source=source, seed=seed, prefix_ids=prefix_ids) if memory_n else None
     if got is not None:
@@ -192,9 +192,9 @@ def _effective_record(effective) -> dict:
 
 def measure_geometry(lm, model_name, *, seed=0, progress=True, effective_eps=16, memory_n=None,
                      memory_source="tokens", prefix_ids=None, **options) -> dict:
-    """:func:`geometry_record` of a fresh :func:`accesslib.geometry.geometry_report` (``options``
+    """:func:`geometry_record` of a fresh :func:`accesslib.engine.geometry.geometry_report` (``options``
     go to it) with :func:`measure_effective_eps` over ``effective_eps`` directions (0: none)."""
-    from .geometry import geometry_report
+    from accesslib.engine.geometry import geometry_report
 
     rec = geometry_record(geometry_report(lm, name=model_name, progress=progress, seed=seed, **options))
     if effective_eps:
@@ -210,20 +210,20 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
                          geometry_options: dict | None = None, **cram_overrides) -> dict:
     """Measure accessibility curves of ``model_name`` for each m and return the bundle dict.
 
-    Uses :func:`accesslib.experiments.accessibility_curve` (strings go to ``store`` when given,
+    Uses :func:`accesslib.experiments.curves.accessibility_curve` (strings go to ``store`` when given,
     so an interrupted run resumes) and :func:`fit_slope`. ``cram_overrides`` (e.g. max_steps)
     are recorded in the settings; ``lengths`` (search="grid") may be a dict {m: lengths};
     ``prefix_ids="bos"`` puts the model's BOS token before the memory.
     With ``geometry`` the model's support and decoder cells are
-    measured too (:func:`accesslib.geometry.geometry_report`), so the apps can draw the
+    measured too (:func:`accesslib.engine.geometry.geometry_report`), so the apps can draw the
     refined bounds; ``geometry`` may also be a geometry record measured before (a dict).
     """
-    from .experiments import accessibility_curve
-    from .models import load_model
+    from accesslib.experiments.curves import accessibility_curve
+    from accesslib.models.loading import load_model
 
     lm = load_model(model_name)
     if cram_overrides.get("prefix_ids") == "bos":   # the model's BOS token before the memory
-        from .cramming import default_prefix
+        from accesslib.engine.cramming import default_prefix
         cram_overrides["prefix_ids"] = default_prefix(lm) or None
     t0 = time.perf_counter()
     curves, ex = [], []

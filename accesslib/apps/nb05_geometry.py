@@ -13,8 +13,8 @@ import math
 import ipywidgets as W
 import numpy as np
 
-from . import geometry_plots as gp
-from .widgets import App
+from accesslib.plots import geometry as gp
+from accesslib.apps.base import App
 
 _DESC = {"description_width": "120px"}
 
@@ -182,16 +182,16 @@ def model_choices():
     (its geometry can be shown without the model installed), then a random tiny model."""
     out = []
     try:
-        from . import embedded
+        from accesslib.models import embedded
         out += embedded.names()
     except Exception:  # an optional module: the list just gets shorter
         pass
     try:
-        from . import realmodels
+        from accesslib.models import gguf as realmodels
         out += realmodels.available()
     except Exception:
         pass
-    from . import bundles
+    from accesslib.results import bundles
     out += [n for n in bundles.available("cram") if n not in out]
     return out + [TINY_RANDOM]
 
@@ -199,7 +199,7 @@ def model_choices():
 def shipped_bundle(name):
     """``name``'s cramming bundle when it holds a geometry record the app can draw, else None
     (one file read)."""
-    from . import bundles
+    from accesslib.results import bundles
     try:
         b = bundles.load("cram", name)
     except ValueError:   # no bundle for this model
@@ -215,15 +215,15 @@ def shipped_geometry(name):
 
 
 def _eff_view(rel, t_max, around):
-    from .geometry import describe_threshold, threshold_quantiles
+    from accesslib.engine.geometry import describe_threshold, threshold_quantiles
     rel = np.asarray(rel, dtype=float)
     q10, q50, q90 = (describe_threshold(x, t_max) for x in threshold_quantiles(rel))
     return dict(q10=q10, q50=q50, q90=q90, directions=int(rel.size), around=around)
 
 
 def view_from_report(rep, eff=None) -> dict:
-    """What :class:`ModelGeometryApp` shows, from a fresh :class:`accesslib.geometry.GeometryReport`
-    (and :class:`~accesslib.geometry.EffectiveEps`)."""
+    """What :class:`ModelGeometryApp` shows, from a fresh :class:`accesslib.engine.geometry.GeometryReport`
+    (and :class:`~accesslib.engine.geometry.EffectiveEps`)."""
     st, sc = rep.stats, rep.sconv
     return dict(name=rep.name, source="", d=rep.d, vocab_size=rep.vocab_size, n=st.n, r_inf=st.r_inf,
                 r_2=st.r_2, min_cos=st.min_cos, phi=float(st.phi), eps=rep.eps, dtype=rep.dtype,
@@ -235,7 +235,7 @@ def view_from_report(rep, eff=None) -> dict:
 
 
 def view_from_record(bundle) -> dict:
-    """The same view from a bundle's geometry record (:func:`accesslib.bundles.geometry_record`):
+    """The same view from a bundle's geometry record (:func:`accesslib.results.bundles.geometry_record`):
     the stored hit counts give the histogram, the stored slopes the bars."""
     rec = bundle["geometry"]
     V = int(bundle["facts"]["vocab_size"])
@@ -262,9 +262,9 @@ class ModelGeometryApp(App):
     """Support statistics, decoder-cell shares and refined slopes of a chosen model.
 
     Run (background thread) samples final hidden states on random tokens
-    (:func:`accesslib.geometry.sample_support`), fits the support
-    (:func:`~accesslib.geometry.support_stats`), draws Monte Carlo cell shares in the box
-    (:func:`~accesslib.geometry.cell_shares`, argmax or Voronoi) and fits s_conv. Left: the
+    (:func:`accesslib.engine.geometry.sample_support`), fits the support
+    (:func:`~accesslib.engine.geometry.support_stats`), draws Monte Carlo cell shares in the box
+    (:func:`~accesslib.engine.geometry.cell_shares`, argmax or Voronoi) and fits s_conv. Left: the
     histogram of log10 p_t; middle: s_conv refitted on the first n of the N samples (does N
     suffice?); right: the slope C under each refinement (bars: predicted).
     """
@@ -273,7 +273,7 @@ class ModelGeometryApp(App):
 
     def __init__(self, *, model=None, canvas="auto"):
         super().__init__(canvas=canvas)
-        from .config import FAST
+        from accesslib.config import FAST
         choices = model_choices()
         lay = W.Layout(width="420px")
         self.model = W.Dropdown(options=choices, value=model if model in choices else choices[0],
@@ -321,7 +321,7 @@ class ModelGeometryApp(App):
         gp.update_convergence(self.conv, v.get("convergence") or [], v["vocab_size"])
         warn = ""
         if v["sample_limited"]:
-            from .geometry import zero_hit_share
+            from accesslib.engine.geometry import zero_hit_share
             warn = (f"<br><span style='color:#b35900'>⚠ {v['zero_hit'] / v['vocab_size']:.0%} of the "
                     f"tokens were never hit: the cell bound is set by N (|s<sub>conv</sub>| ≈ ln(N/3) = "
                     f"{-math.log(zero_hit_share(v['n_cells'])):.2f}) and tightens as N grows</span>")
@@ -334,7 +334,7 @@ class ModelGeometryApp(App):
                    f"{v['eps'] / v['r_inf']:.3g} from {v['dtype']}")
         conv = v.get("convergence") or []
         if len(conv) > 1:
-            from .geometry import describe_convergence
+            from accesslib.engine.geometry import describe_convergence
             steps = " → ".join(f"{r['s_conv']:.2f}" for r in conv)
             conv = (f"<br>s<sub>conv</sub> on the first n of the N samples (n = {conv[0]['n']:,} ... "
                     f"{conv[-1]['n']:,}, each about twice the last): {steps}; {describe_convergence(conv)}")
@@ -387,17 +387,17 @@ class ModelGeometryApp(App):
             self._thread.join()
 
     def _work(self):
-        from . import geometry
+        from accesslib.engine import geometry
         try:
             self.progress.value = 0
             name = self.model.value
             self.set_status(f"loading {name} ...")
             if name == TINY_RANDOM:
-                from .models import tiny_model
+                from accesslib.models.loading import tiny_model
                 lm = tiny_model("gpt_neox", d=64, vocab_size=512)
             else:
-                from .models import load_model
-                from .realmodels import NotInstalledError
+                from accesslib.models.loading import load_model
+                from accesslib.models.gguf import NotInstalledError
                 try:
                     lm = load_model(name)
                 except NotInstalledError as e:   # offered for its stored measurement only

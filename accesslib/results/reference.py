@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from importlib import resources
+from accesslib.config import data_path
 
 
 @lru_cache(maxsize=1)
 def _load():
-    with resources.files("accesslib").joinpath("data/reference.json").open() as f:
+    with data_path("reference.json").open() as f:
         return json.load(f)
 
 

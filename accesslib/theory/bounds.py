@@ -140,7 +140,7 @@ def theory_ratio(predicted_slope, measured_slope):
     return _out(p / a)
 
 
-# The refined slopes of [A] section 4 (box, cone, ellipsoid, cells) live in accesslib.refined
+# The refined slopes of [A] section 4 (box, cone, ellipsoid, cells) live in accesslib.theory.refined
 # (they need scipy); they are reachable from here too, loaded on first use so that importing
 # this module stays numpy-only.
 _REFINED = ("RefinedSlope", "box_slope", "cone_slope", "ellipsoid_slope", "cell_slope",
@@ -149,6 +149,6 @@ _REFINED = ("RefinedSlope", "box_slope", "cone_slope", "ellipsoid_slope", "cell_
 
 def __getattr__(name):
     if name in _REFINED:
-        from . import refined
+        from accesslib.theory import refined
         return getattr(refined, name)
-    raise AttributeError(f"module 'accesslib.bounds' has no attribute {name!r}")
+    raise AttributeError(f"module 'accesslib.theory.bounds' has no attribute {name!r}")

@@ -84,7 +84,7 @@ def current_policy(allowed_models=None) -> Policy:
     """The policy of this process: public if ACCESSLIB_PUBLIC is set, open otherwise."""
     if os.environ.get("ACCESSLIB_PUBLIC", "0").strip().lower() in {"1", "true", "yes", "on"}:
         if allowed_models is None:
-            from . import embedded  # the shipped models: the only ones a class server offers
+            from accesslib.models import embedded  # the shipped models: the only ones a class server offers
             allowed_models = embedded.names()
         return public_policy(allowed_models)
     return Policy(public=False, max_concurrent_runs=1)

@@ -13,7 +13,7 @@ Sources (shared/PAPER.md, section 5):
   joined with spaces, tokenized, cut to n tokens: [A]'s "Random" strings.
 - ``natural_text``: chunks of a public-domain text starting at a line start, cut to n tokens:
   [A]'s "PG19" strings. By default the held-out split of the shipped King James Bible
-  (``accesslib.embedded.corpus_split("heldout")``), which the embedded models never saw.
+  (``accesslib.models.embedded.corpus_split("heldout")``), which the embedded models never saw.
 """
 from __future__ import annotations
 
@@ -24,13 +24,14 @@ from typing import Iterable, Sequence
 
 import numpy as np
 import torch
+from accesslib.config import data_path
 
 __all__ = ["SOURCES", "random_tokens", "random_words", "natural_text", "make_targets", "word_list"]
 
 #: Names accepted by :func:`make_targets` (and by ``accessibility_curve(source=...)``).
 SOURCES = ("natural", "words", "tokens")
 
-_WORDS_PATH = Path(__file__).parent / "data" / "words.txt"
+_WORDS_PATH = data_path("words.txt")
 # Salts keep the streams of the three sources independent for the same seed.
 _SALT = {"tokens": 11, "words": 23, "natural": 37}
 
@@ -125,11 +126,11 @@ def random_words(tokenizer, n: int, B: int, seed: int = 0, *, words: Sequence[st
 
 def _default_text() -> str:
     try:
-        from . import embedded
+        from accesslib.models import embedded
         return embedded.corpus_split("heldout")
     except (ImportError, AttributeError, FileNotFoundError) as e:  # corpus not shipped here
         raise ValueError("natural_text needs text=...: the shipped corpus "
-                         f"(accesslib.embedded.corpus_split) is not available ({e})") from None
+                         f"(accesslib.models.embedded.corpus_split) is not available ({e})") from None
 
 
 @functools.lru_cache(maxsize=8)

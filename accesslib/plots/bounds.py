@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from . import bounds
+from accesslib.theory import bounds
 
 #: Shared colours. Predicted = lines, measured/published = markers, same colour per dataset.
 COLORS = {

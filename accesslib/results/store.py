@@ -106,7 +106,7 @@ def target_hash(ids: Iterable[int]) -> str:
 
 def default_path() -> Path:
     """``accesslib.config.home()/results.sqlite``."""
-    from .config import home
+    from accesslib.config import home
     return home() / "results.sqlite"
 
 
