@@ -97,7 +97,8 @@ def _load(name: str, dtype: str, device: str):
 
 
 def _run_cram(args) -> int:
-    from accesslib.experiments.curves import accessibility_curve, fit_slope
+    from accesslib.experiments.curves import accessibility_curve
+    from accesslib.theory.stats import fit_slope
     from accesslib.results.store import ResultsStore
 
     if args.search == "grid" and not args.lengths:
@@ -259,7 +260,7 @@ def _run_geometry(args) -> int:
               f"[A]'s drop rule {dr.s_conv:.3f}, ln|V| {math.log(rep.vocab_size):.3f}"
               + ("  [sample-limited: most tokens never hit]" if sc.sample_limited else ""))
         if len(rep.convergence) > 1:
-            from accesslib.engine.geometry import describe_convergence
+            from accesslib.theory.stats import describe_convergence
             print("  s_conv against the first n cell samples (same draws):")
             for row in rep.convergence:
                 print(f"    n {row['n']:>12,}  s_conv {row['s_conv']:8.3f}  drop rule {row['s_conv_drop']:8.3f}"

@@ -98,7 +98,7 @@ def build(args):
 def run_throughput(args):
     lm, T = build(args)
     model = lm.model
-    proto = dict(PROTOCOLS["paper"])
+    proto = dict(PROTOCOLS["paper"], first_token_as_input=False)
     if args.quick:
         proto.update(max_steps=600, patience=200)
     print(f"model: tiny gpt_neox d={args.d} |V|={args.vocab} layers={args.layers} "

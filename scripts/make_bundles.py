@@ -98,7 +98,7 @@ def refined_table(names, directory=None) -> list[str]:
            "and, in brackets, [A]'s rule (never-hit tokens dropped). Effective eps: median over random",
            "directions of the smallest relative move of a memory vector that changes the greedy output.",
            "N/2 → N: how much s_conv (95% rule) moved when the cell samples doubled",
-           "(`accesslib.engine.geometry.sconv_convergence`); while it still moves, |s_conv| is underestimated and",
+           "(`accesslib.theory.stats.sconv_convergence`); while it still moves, |s_conv| is underestimated and",
            "C_cells is an upper bound that more samples would lower.", "",
            "| model | support samples | r_inf | min cos | cell samples N | never hit | s_conv [A's] | N/2 → N | "
            "ln\\|V\\| | effective eps | a | " + " | ".join(f"C_{k} (C/a)" for k in kinds) + " |",

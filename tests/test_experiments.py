@@ -7,6 +7,7 @@ import pytest
 from scipy.special import expit
 
 from accesslib.experiments import curves as E
+from accesslib.theory import stats as S_
 
 
 def _synthetic(x0, k, lengths, t, seed):
@@ -17,7 +18,7 @@ def _synthetic(x0, k, lengths, t, seed):
 
 def test_fit_n50_recovers_known_parameters():
     lengths = np.arange(60, 141, 5)
-    fit = E.fit_n50(_synthetic(100.0, -0.2, lengths, 4000, 0))
+    fit = S_.fit_n50(_synthetic(100.0, -0.2, lengths, 4000, 0))
     assert fit.status == "ok" and fit.method == "mle"
     assert abs(fit.n50 - 100.0) < 3 * fit.stderr and fit.stderr < 0.1
     assert abs(fit.k + 0.2) < 3 * fit.k_stderr
@@ -28,7 +29,7 @@ def test_fit_n50_recovers_known_parameters():
 
 def test_fit_n50_stderr_matches_monte_carlo():
     lengths = np.arange(70, 131, 10)
-    fits = [E.fit_n50(_synthetic(100.0, -0.1, lengths, 40, s)) for s in range(300)]
+    fits = [S_.fit_n50(_synthetic(100.0, -0.1, lengths, 40, s)) for s in range(300)]
     est = np.array([f.n50 for f in fits])
     se = np.array([f.stderr for f in fits])
     assert abs(est.mean() - 100) < 0.5
@@ -37,36 +38,36 @@ def test_fit_n50_stderr_matches_monte_carlo():
 
 
 def test_fit_n50_dict_input_and_edge_cases():
-    sep = E.fit_n50({10: (8, 8), 20: (8, 8), 30: (0, 8), 40: (0, 8)})  # a clean step
+    sep = S_.fit_n50({10: (8, 8), 20: (8, 8), 30: (0, 8), 40: (0, 8)})  # a clean step
     assert sep.status == "separated" and sep.method == "firth" and 20 < sep.n50 < 30 and sep.k < 0
-    a = E.fit_n50({10: (5, 5), 20: (5, 5)})
+    a = S_.fit_n50({10: (5, 5), 20: (5, 5)})
     assert a.status == "all_success" and np.isnan(a.n50) and a.lower == 20 and "n50 > 20" in a.message
-    b = E.fit_n50({10: (0, 5), 20: (0, 5)})
+    b = S_.fit_n50({10: (0, 5), 20: (0, 5)})
     assert b.status == "all_fail" and b.upper == 10 and not b.ok
-    assert E.fit_n50({10: (2, 5)}).status == "too_few"
-    merged = E.fit_n50(([10, 10, 20, 30], [3, 3, 2, 0], [4, 4, 4, 4]))
+    assert S_.fit_n50({10: (2, 5)}).status == "too_few"
+    merged = S_.fit_n50(([10, 10, 20, 30], [3, 3, 2, 0], [4, 4, 4, 4]))
     assert merged.n_lengths == 3 and merged.n_strings == 16
     with pytest.raises(ValueError, match="0 <= successes <= totals"):
-        E.fit_n50({10: (6, 5), 20: (0, 5)})
+        S_.fit_n50({10: (6, 5), 20: (0, 5)})
 
 
 def test_fit_slope_exact_noisy_and_weighted():
-    f = E.fit_slope([1, 2, 3, 4, 5], [90, 180, 270, 360, 450])
+    f = S_.fit_slope([1, 2, 3, 4, 5], [90, 180, 270, 360, 450])
     assert f.slope == pytest.approx(90) and f.intercept == pytest.approx(0, abs=1e-9) and f.r2 == pytest.approx(1)
     assert f.slope_stderr == pytest.approx(0, abs=1e-6)
     rng = np.random.default_rng(1)
     m = np.arange(1, 6)
     y = 44 * m + 10 + rng.normal(0, 3, 5)
-    g = E.fit_slope(m, y)
+    g = S_.fit_slope(m, y)
     ref = np.polyfit(m, y, 1)
     assert g.slope == pytest.approx(ref[0]) and g.intercept == pytest.approx(ref[1])
     assert abs(g.slope - 44) < 3 * g.slope_stderr and 0.99 < g.r2 <= 1
     # a point with a huge stderr barely moves a weighted fit; nan n50s are left out
-    w = E.fit_slope([1, 2, 3, 4, 5], [90, 180, 270, 360, 1000], stderrs=[1, 1, 1, 1, 1e6])
+    w = S_.fit_slope([1, 2, 3, 4, 5], [90, 180, 270, 360, 1000], stderrs=[1, 1, 1, 1, 1e6])
     assert w.slope == pytest.approx(90, abs=0.01)
-    assert E.fit_slope([1, 2, 3], [90, np.nan, 270]).n_points == 2
+    assert S_.fit_slope([1, 2, 3], [90, np.nan, 270]).n_points == 2
     with pytest.raises(ValueError, match="at least two distinct m"):
-        E.fit_slope([1, 2], [90, np.nan])
+        S_.fit_slope([1, 2], [90, np.nan])
 
 
 def test_paper_search_follows_the_published_rule():
@@ -89,7 +90,7 @@ def test_bisect_search_finds_n50_with_fewer_strings_than_paper():
                 E.search_paper(S, 1, 20)
             else:
                 E.search_bisect(S, 1, 20, precision=0.01)
-            fit = E.fit_n50(S.curve())
+            fit = S_.fit_n50(S.curve())
             n_str.append(S.crammed)
             sq.append((fit.n50 - x0) ** 2)
         cost[name] = (np.mean(n_str), np.sqrt(np.mean(sq)))
@@ -102,20 +103,21 @@ def test_bisect_search_finds_n50_with_fewer_strings_than_paper():
 def test_bisect_edge_cases_end_cleanly():
     S = E.LengthSampler(E.logistic_oracle(5000, -1.0), max_length=300)  # accessible up to the cap
     E.search_bisect(S, 1, 8)
-    assert max(S.results) == 300 and E.fit_n50(S.curve()).status == "all_success"
+    assert max(S.results) == 300 and S_.fit_n50(S.curve()).status == "all_success"
     S = E.LengthSampler(E.logistic_oracle(-50, -1.0), min_length=1, max_length=300)  # never accessible
     E.search_bisect(S, 1, 8)
-    assert min(S.results) == 1 and E.fit_n50(S.curve()).status == "all_fail"
+    assert min(S.results) == 1 and S_.fit_n50(S.curve()).status == "all_fail"
 
 
 def test_protocol_settings_and_errors():
+    from accesslib.engine.cramming import protocol_settings
     pytest.importorskip("torch")
-    p = E.protocol_settings("paper")
+    p = protocol_settings("paper")
     assert p["lr"] == 1e-2 and tuple(p["betas"]) == (0.9, 0.9) and p["max_steps"] == 3000
     assert p["patience"] == 500 and p["first_token_as_input"] is True
-    assert E.protocol_settings("fast", max_steps=7)["max_steps"] == 7
+    assert protocol_settings("fast", max_steps=7)["max_steps"] == 7
     with pytest.raises(ValueError, match="protocol must be one of"):
-        E.protocol_settings("slow")
+        protocol_settings("slow")
 
 
 @pytest.fixture(scope="module")

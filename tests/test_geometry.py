@@ -7,10 +7,10 @@ import torch
 
 from accesslib.theory import bounds
 from accesslib.engine.geometry import (CellShares, assign_tokens, cell_shares, decoder_weights, effective_eps,
-                                final_hidden, fit_principal_axes, fit_s_conv, geometry_report,
-                                greedy_continuations, log_share_medians, min_pairwise_cosine,
-                                sample_support, sconv_convergence, describe_convergence,
-                                support_stats, upper_shares, zero_hit_share)
+                                       final_hidden, fit_principal_axes, geometry_report, greedy_continuations,
+                                       min_pairwise_cosine, sample_support, support_stats)
+from accesslib.theory.stats import (describe_convergence, fit_s_conv, log_share_medians, sconv_convergence,
+                                    upper_shares, zero_hit_share)
 
 
 def _tiny(family="gpt_neox", d=32, V=64, seed=0):

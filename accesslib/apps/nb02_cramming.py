@@ -157,7 +157,7 @@ class CrammingApp(App):
         return req
 
     def _protocol_hash(self, req) -> str:
-        from accesslib.experiments.curves import protocol_settings
+        from accesslib.engine.cramming import protocol_settings
         from accesslib.results.store import protocol_hash
 
         return protocol_hash(protocol_settings(req["protocol"], max_steps=req["max_steps"]))
@@ -183,7 +183,7 @@ class CrammingApp(App):
 
     @staticmethod
     def _curve_from_counts(counts: dict) -> dict:
-        from accesslib.experiments.curves import fit_n50
+        from accesslib.theory.stats import fit_n50
 
         lengths = sorted(counts)
         s = [counts[n][0] for n in lengths]

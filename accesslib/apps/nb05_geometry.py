@@ -215,7 +215,7 @@ def shipped_geometry(name):
 
 
 def _eff_view(rel, t_max, around):
-    from accesslib.engine.geometry import describe_threshold, threshold_quantiles
+    from accesslib.theory.stats import describe_threshold, threshold_quantiles
     rel = np.asarray(rel, dtype=float)
     q10, q50, q90 = (describe_threshold(x, t_max) for x in threshold_quantiles(rel))
     return dict(q10=q10, q50=q50, q90=q90, directions=int(rel.size), around=around)
@@ -321,7 +321,7 @@ class ModelGeometryApp(App):
         gp.update_convergence(self.conv, v.get("convergence") or [], v["vocab_size"])
         warn = ""
         if v["sample_limited"]:
-            from accesslib.engine.geometry import zero_hit_share
+            from accesslib.theory.stats import zero_hit_share
             warn = (f"<br><span style='color:#b35900'>⚠ {v['zero_hit'] / v['vocab_size']:.0%} of the "
                     f"tokens were never hit: the cell bound is set by N (|s<sub>conv</sub>| ≈ ln(N/3) = "
                     f"{-math.log(zero_hit_share(v['n_cells'])):.2f}) and tightens as N grows</span>")
@@ -334,7 +334,7 @@ class ModelGeometryApp(App):
                    f"{v['eps'] / v['r_inf']:.3g} from {v['dtype']}")
         conv = v.get("convergence") or []
         if len(conv) > 1:
-            from accesslib.engine.geometry import describe_convergence
+            from accesslib.theory.stats import describe_convergence
             steps = " → ".join(f"{r['s_conv']:.2f}" for r in conv)
             conv = (f"<br>s<sub>conv</sub> on the first n of the N samples (n = {conv[0]['n']:,} ... "
                     f"{conv[-1]['n']:,}, each about twice the last): {steps}; {describe_convergence(conv)}")

@@ -25,6 +25,7 @@ from accesslib import config as _config
 from accesslib.config import data_path
 from accesslib.plots.bounds import COLORS
 from accesslib.apps.base import App
+from accesslib.theory.stats import binomial_stderr
 
 _DESC = {"description_width": "110px"}
 BUNDLE = "copy_run.json"
@@ -56,11 +57,6 @@ def parse_lengths(text, *, max_length=None):
     if max_length is not None and vals[-1] > max_length:
         raise ValueError(f"eval lengths must be <= {max_length} (the model's positions); got {vals[-1]}")
     return vals
-
-
-def binomial_se(p, n):
-    p = np.asarray(p, dtype=float)
-    return np.sqrt(np.clip(p * (1 - p), 0, None) / max(1, n))
 
 
 def first_below(lengths, acc, after, level=0.1):
@@ -186,7 +182,7 @@ class CopyApp(App):
         t = np.array([np.nan if x is None else x for x in tf], dtype=float)
         self.greedy_pts.set_data(lengths, g)
         self.tf_pts.set_data(lengths, t)
-        se = binomial_se(np.nan_to_num(g), n)
+        se = binomial_stderr(np.nan_to_num(g) * n, n)
         self.err.set_segments([[(L, a - s), (L, a + s)] for L, a, s in zip(lengths, g, se) if np.isfinite(a)])
         lo, hi = train_range
         self.shade.set_x(lo) if hasattr(self.shade, "set_x") else None

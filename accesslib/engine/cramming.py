@@ -39,22 +39,43 @@ import math
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Mapping
 
 import torch
 import torch.nn.functional as F
 
 from accesslib.models.loading import hf_model
 
+#: The one protocol table: every :func:`cram` setting a named protocol fixes.
+#: "paper" is [A]'s protocol (docs/paper.md, section 5): AdamW lr 1e-2, betas (0.9, 0.9), weight
+#: decay 0.01, <= 3000 steps, patience 500, first target token given as input. "fast" is the
+#: engine's faster schedule and predicts every target token from the memory. Successes are
+#: greedy-confirmed in both.
 PROTOCOLS = {
-    # [A] section "cramming", following [K]: PAPER.md section 5.
+    # [A] section "cramming", following [K]
     "paper": dict(lr=1e-2, betas=(0.9, 0.9), weight_decay=0.01, max_steps=3000, patience=500,
-                  schedule=None),
+                  schedule=None, first_token_as_input=True),
     # Measured on tiny random and embedded models: same successes as "paper" in far fewer steps
     # (see FAST_EVIDENCE). A higher peak rate with a short warm-up and cosine decay.
     "fast": dict(lr=5e-2, betas=(0.9, 0.9), weight_decay=0.01, max_steps=1000, patience=200,
-                 schedule="warmup_cosine"),
+                 schedule="warmup_cosine", first_token_as_input=False),
 }
+
+
+def protocol_settings(protocol="paper", **overrides) -> dict:
+    """The cramming settings for a protocol name (or a dict of settings), with overrides applied
+    (an override of None keeps the protocol's value)."""
+    if isinstance(protocol, str):
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {tuple(PROTOCOLS)} or a dict of cram settings, "
+                             f"got {protocol!r}")
+        settings = dict(PROTOCOLS[protocol])
+    elif isinstance(protocol, Mapping):
+        settings = dict(protocol)
+    else:
+        raise ValueError(f"protocol must be a name {tuple(PROTOCOLS)} or a dict, got {type(protocol).__name__}")
+    settings.update({k: v for k, v in overrides.items() if v is not None})
+    return settings
 
 #: Why "fast" (measured on this 2-core CPU, 1 thread, 16 uniform random strings per row, m as
 #: given; successes greedy-confirmed; benchmarks/cramming_throughput.py --protocols):

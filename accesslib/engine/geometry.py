@@ -12,8 +12,8 @@ the bare transformers model). Four measurements:
   the greedy output, per random direction (bisection).
 * :func:`cell_shares` - Monte Carlo shares p_t of every token's decoder cell inside the support,
   assigned by the argmax of the logits (what greedy decoding does) or by the nearest decoder
-  row (the paper's Voronoi cells); :func:`log_share_medians` and :func:`fit_s_conv` turn them
-  into the per-token cost s_conv of section 4.
+  row (the paper's Voronoi cells); :func:`accesslib.theory.stats.fit_s_conv` turns them into
+  the per-token cost s_conv of section 4.
 
 :func:`geometry_report` runs all of it for one model and returns the refined slopes.
 """
@@ -28,20 +28,19 @@ import torch
 from accesslib.theory import bounds, refined
 from accesslib.config import FAST
 from accesslib.models.loading import hf_model
+from accesslib.theory.stats import (ZERO_HIT, SConv, binomial_stderr, describe_threshold, fit_s_conv, sconv_convergence,
+                                    threshold_quantiles)
 
 __all__ = [
     "unwrap", "decoder_weights", "final_hidden", "sample_support", "SupportStats", "support_stats",
     "min_pairwise_cosine", "PrincipalAxes", "fit_principal_axes", "greedy_continuations",
     "EffectiveEps", "effective_eps", "CellShares", "cell_shares", "assign_tokens",
-    "log_share_medians", "SConv", "fit_s_conv", "zero_hit_share", "upper_shares",
-    "sconv_convergence", "describe_convergence",
     "GeometryReport",
     "geometry_report",
 ]
 
 ASSIGNMENTS = ("argmax", "voronoi")
 SUPPORTS = ("box", "ball", "hull")
-ZERO_HIT = ("bound", "drop")
 CHECKPOINTS = 5   # cell_shares keeps the counts after N/2, N/4, ..., N/32 samples
 
 
@@ -300,16 +299,6 @@ class EffectiveEps:
         return describe_threshold(value, self.t_max)
 
 
-def threshold_quantiles(rel, q=(0.1, 0.5, 0.9)):
-    """Quantiles of effective-eps thresholds, each one an observed threshold (inf where the
-    output did not change up to t_max)."""
-    return np.quantile(np.asarray(rel, dtype=float), q, method="inverted_cdf")
-
-
-def describe_threshold(value, t_max):
-    """A threshold as text: '> t_max' for directions that never changed the output."""
-    return f"> {t_max:.3g}" if not np.isfinite(value) else f"{value:.3g}"
-
 
 def effective_eps(model, memory=None, *, n_directions=16, n_tokens=4, prefix_ids=None,
                   t_min=1e-9, t_max=1.0, steps=24, seed=0):
@@ -414,8 +403,7 @@ class CellShares:
 
     @property
     def stderr(self):
-        p = self.shares
-        return np.sqrt(p * (1 - p) / self.n_samples)
+        return binomial_stderr(self.counts, self.n_samples, pseudo=0)
 
     @property
     def zero_hit(self):
@@ -522,193 +510,6 @@ def cell_shares(W, b=None, *, n_samples=None, support="box", assign="argmax", lo
 
 
 # --------------------------------------------------------------------------- s_conv
-
-def zero_hit_share(n_samples, level=0.95):
-    """One-sided upper confidence bound on the share of a cell never hit in ``n_samples``
-    uniform draws: the p with (1 - p)^n = 1 - level, i.e. 1 - (1 - level)^(1/n) (about 3/n at
-    95%). A token whose true share were larger would have been hit with probability >= level."""
-    n = int(n_samples)
-    if n < 1:
-        raise ValueError(f"n_samples must be >= 1; got {n_samples!r}")
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1); got {level!r}")
-    return float(-math.expm1(math.log1p(-level) / n))
-
-
-def upper_shares(counts, n_samples, level=0.95):
-    """One-sided Clopper-Pearson upper confidence bounds on every share from its hit count:
-    the p with P(Binomial(n, p) <= k) = 1 - level. For k = 0 this is :func:`zero_hit_share`."""
-    from scipy.stats import beta
-
-    k = np.asarray(counts, dtype=float)
-    n = int(n_samples)
-    zero_hit_share(n, level)   # validates n and level
-    if np.any(k < 0) or np.any(k > n):
-        raise ValueError(f"counts must lie in [0, n_samples={n}]")
-    out = np.ones_like(k)
-    inner = k < n
-    out[inner] = beta.ppf(level, k[inner] + 1, n - k[inner])
-    return out
-
-
-def _log_shares(shares, zero_hit, n_samples, level):
-    """ln p_t for the convolution: measured shares with zero-hit tokens dropped ([A]), or every
-    share at its upper confidence bound (:func:`upper_shares`)."""
-    if isinstance(shares, CellShares):
-        n_samples = shares.n_samples if n_samples is None else n_samples
-        shares = shares.shares
-    p = np.asarray(shares, dtype=float)
-    if p.ndim != 1 or np.any(p < 0) or not np.all(np.isfinite(p)):
-        raise ValueError("shares must be a 1-D array of finite shares >= 0")
-    if zero_hit not in ZERO_HIT:
-        raise ValueError(f"zero_hit must be one of {ZERO_HIT}; got {zero_hit!r}")
-    if not np.any(p > 0):
-        raise ValueError("shares must contain at least one positive share")
-    if zero_hit == "drop":
-        return p, np.log(p[p > 0])
-    if n_samples is None:
-        raise ValueError("zero_hit='bound' needs n_samples (or pass the CellShares itself)")
-    return p, np.log(upper_shares(np.rint(p * n_samples), n_samples, level))
-
-
-def log_share_medians(shares, ks=range(1, 7), *, bins=8192, zero_hit="drop", n_samples=None,
-                      level=0.95):
-    """Median of the sum of k iid draws of ln p_t (t uniform over tokens).
-
-    ``shares``: an array of p_t, or a :class:`CellShares`. ``zero_hit="drop"``: the measured
-    shares, tokens never hit left out, as in [A]; ``zero_hit="bound"``: every share at its
-    one-sided upper confidence bound (:func:`upper_shares`; a token never hit gets
-    :func:`zero_hit_share`), which needs ``n_samples`` (taken from a CellShares). The median of a sum of logs is the log of the
-    median of the product of k shares (ln is monotone), so this is [A]'s "ln(median)" of the
-    k-fold product. The k-fold distribution is the k-fold convolution of the histogram of ln p
-    on a grid of ``bins`` points (FFT); each value is rounded to the grid (error <= half a
-    bin per draw, unbiased on average).
-    """
-    from scipy.signal import fftconvolve
-
-    _, lp = _log_shares(shares, zero_hit, n_samples, level)
-    ks = [int(k) for k in ks]
-    if not ks or min(ks) < 1:
-        raise ValueError(f"ks must be whole numbers >= 1; got {ks!r}")
-    if bins < 2:
-        raise ValueError(f"bins must be >= 2; got {bins!r}")
-    lo, hi = float(lp.min()), float(lp.max())
-    if hi - lo < 1e-12:
-        return np.array([k * lo for k in ks])
-    h = (hi - lo) / (bins - 1)
-    j = np.rint((lp - lo) / h).astype(int)
-    pmf = np.bincount(j, minlength=bins).astype(float) / lp.size
-    out, dist, kk = {}, np.array([1.0]), 0
-    for k in range(1, max(ks) + 1):
-        dist = np.clip(fftconvolve(dist, pmf) if kk else pmf.copy(), 0, None)
-        dist /= dist.sum()
-        kk = k
-        if k in ks:
-            cdf = np.cumsum(dist)
-            i = int(np.searchsorted(cdf, 0.5))
-            # the mass of grid point i spread over [i - 1/2, i + 1/2]: a continuous median
-            prev = cdf[i - 1] if i > 0 else 0.0
-            frac = (0.5 - prev) / max(dist[i], 1e-300)
-            out[k] = k * lo + (i - 0.5 + frac) * h
-    return np.array([out[k] for k in ks])
-
-
-@dataclass
-class SConv:
-    """Fit of median_k(sum of k ln p) = s_conv * k + intercept over k ([A] section 4).
-
-    zero_hit: the rule for the shares ("drop" as [A], or "bound"); n_zero tokens never hit.
-    """
-    s_conv: float
-    intercept: float
-    r2: float
-    ks: np.ndarray
-    medians: np.ndarray
-    n_tokens: int
-    n_zero: int
-    zero_hit: str = "drop"
-    floor: float | None = None   # "bound": ln of the share given to a token never hit
-
-    @property
-    def zero_fraction(self):
-        return self.n_zero / max(1, self.n_tokens + self.n_zero)
-
-    @property
-    def sample_limited(self):
-        """True when at least half the tokens were never hit: the median token's cell is below
-        the Monte Carlo resolution, so with "bound" |s_conv| is about -ln(floor), a lower bound
-        that grows with the number of samples, and with "drop" the estimate describes the hit
-        tokens only."""
-        return self.zero_fraction >= 0.5
-
-
-def fit_s_conv(shares, ks=range(1, 7), *, bins=8192, zero_hit="drop", n_samples=None, level=0.95):
-    """s_conv (nats/token, negative): least-squares slope of the k-fold log-share medians.
-
-    Reading of [A] (PAPER.md section 4): "fit ln(median) against k". ln of the median of the
-    product of k shares = median of the sum of k ln p_t, which grows linearly in k; the slope
-    is s_conv and |s_conv| replaces ln|V| (:func:`accesslib.theory.refined.cell_slope`). By Jensen,
-    the mean of ln p_t over the hit tokens is <= -ln(#hit tokens), so |s_conv| >= about ln|V|
-    when most tokens are hit: non-uniform cells make tokens dearer.
-
-    Tokens never hit (``zero_hit``, see :func:`log_share_medians`): "drop" is [A]'s rule; it
-    describes the hit tokens only, and when few tokens are hit it can make |s_conv| far too
-    small (even below ln|V|). "bound" puts every share at its 95% upper confidence bound
-    (an unseen token at about 3/N): the true shares are smaller, so the fitted |s_conv| errs
-    low and the cell slope high, i.e. it stays an upper bound on the slope. The two rules
-    converge as N grows. When most tokens are never hit (``sample_limited``) the "bound"
-    value is about ln(N/3): a statement about the Monte Carlo resolution that tightens only
-    with more samples, and which lowers the slope below the ball only once N > 3|V|.
-    """
-    if isinstance(shares, CellShares):
-        n_samples = shares.n_samples if n_samples is None else n_samples
-        shares = shares.shares
-    p = np.asarray(shares, dtype=float)
-    ks = np.array([int(k) for k in ks], dtype=float)
-    if ks.size < 2:
-        raise ValueError(f"ks must hold at least two values; got {ks.tolist()}")
-    med = log_share_medians(p, ks.astype(int), bins=bins, zero_hit=zero_hit, n_samples=n_samples,
-                            level=level)
-    A = np.vstack([ks, np.ones_like(ks)]).T
-    (s, c), *_ = np.linalg.lstsq(A, med, rcond=None)
-    pred = A @ np.array([s, c])
-    ss = np.sum((med - med.mean()) ** 2)
-    r2 = 1.0 - np.sum((med - pred) ** 2) / ss if ss > 0 else 1.0
-    floor = math.log(zero_hit_share(n_samples, level)) if zero_hit == "bound" else None
-    return SConv(float(s), float(c), float(r2), ks.astype(int), med, int(np.sum(p > 0)),
-                 int(np.sum(p == 0)), zero_hit, floor)
-
-
-def sconv_convergence(cells, ks=range(1, 7), *, level=0.95):
-    """s_conv refitted on the first n samples of one Monte Carlo run, for every checkpoint n
-    (about N/32, N/16, ..., N/2) and N: rows dict(n, s_conv ("bound" rule), s_conv_drop
-    ([A]'s rule), zero_hit). Converged when both rules agree and stop moving as n doubles;
-    while most tokens are never hit the "bound" value tracks ln(n/3) instead
-    (:attr:`SConv.sample_limited`)."""
-    rows = []
-    for n, counts in list(cells.checkpoints) + [(cells.n_samples, cells.counts)]:
-        p = np.asarray(counts, dtype=float) / n
-        b = fit_s_conv(p, ks, zero_hit="bound", n_samples=n, level=level)
-        dr = fit_s_conv(p, ks, zero_hit="drop", n_samples=n, level=level)
-        rows.append(dict(n=int(n), s_conv=b.s_conv, s_conv_drop=dr.s_conv, zero_hit=b.n_zero,
-                         sample_limited=bool(b.sample_limited)))
-    return rows
-
-
-def describe_convergence(rows):
-    """One line on a :func:`sconv_convergence` table: how much the last doubling of the samples
-    moved s_conv, and what that means for the cell bound."""
-    if len(rows) < 2:
-        return "one sample count only: no convergence check"
-    a, b = rows[-2], rows[-1]
-    moved = b["s_conv"] - a["s_conv"]
-    gap = abs(b["s_conv"] - b["s_conv_drop"])
-    head = (f"s_conv moved {moved:+.2f} from N = {a['n']:,} to {b['n']:,} (rules differ by {gap:.2f})")
-    if b["sample_limited"]:
-        return head + ": sample-limited, more samples would tighten the cell bound"
-    if abs(moved) < 0.05 and gap < 0.1:
-        return head + ": converged"
-    return head + ": not yet converged, more samples would move it"
 
 
 # --------------------------------------------------------------------------- the whole report

@@ -1,4 +1,4 @@
-"""Accessibility curves, n50 fits and slope fits (shared/PAPER.md, section 5).
+"""Accessibility curves and length searches (docs/paper.md, section 5).
 
 - :func:`accessibility_curve` crams ``samples`` strings per length n with m memory vectors and
   returns the success fraction per length; every finished string goes to the results store at
@@ -10,11 +10,8 @@
   where they inform n50: a logistic's Fisher information about its midpoint x0 from t strings
   at length n is t k^2 p(1-p), largest at p = 1/2 and nearly zero on the plateaus where the
   published search spends most of its strings. ``search="grid"`` measures given lengths.
-- :func:`fit_n50`: binomial maximum-likelihood logistic fit p(n) = 1/(1+exp(-k(n-x0))),
-  n50 = x0 with its standard error from the inverse Fisher information (delta method); Firth's
-  bias-reduced likelihood when the data are separated (a step with no partial length), where
-  the plain MLE does not exist.
-- :func:`fit_slope`: (weighted) least squares n50 = a*m + b, with R^2 and stderr of a.
+
+The fits of these curves (n50, slope) are in :mod:`accesslib.theory.stats`.
 """
 from __future__ import annotations
 
@@ -28,35 +25,14 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 from scipy.special import expit
 
+from accesslib.engine.cramming import protocol_settings
 from accesslib.results.store import ResultsStore, protocol_hash as _protocol_hash, target_hash as _target_hash
+from accesslib.theory.stats import N50Fit, fit_n50
 
-__all__ = ["PROTOCOLS", "SEARCHES", "AccessibilityCurve", "N50Fit", "SlopeFit", "accessibility_curve",
-           "fit_n50", "fit_slope", "protocol_settings", "search_paper", "search_bisect", "search_grid",
-           "LengthSampler", "logistic_oracle"]
+__all__ = ["SEARCHES", "AccessibilityCurve", "accessibility_curve", "search_paper", "search_bisect",
+           "search_grid", "LengthSampler", "logistic_oracle"]
 
-#: Protocol names: the engine's presets (accesslib.engine.cramming.PROTOCOLS) plus the target layout.
-#: "paper" is [A]'s protocol (section 5): AdamW lr 1e-2, betas (0.9, 0.9), weight decay 0.01,
-#: <= 3000 steps, patience 500, first target token given as input. "fast" is the engine's faster
-#: schedule and predicts every target token from the memory. Successes are greedy-confirmed in both.
-PROTOCOL_LAYOUT = {"paper": dict(first_token_as_input=True), "fast": dict(first_token_as_input=False)}
-PROTOCOLS = tuple(PROTOCOL_LAYOUT)
 SEARCHES = ("bisect", "paper", "grid")
-
-
-def protocol_settings(protocol: str | Mapping[str, Any] = "paper", **overrides) -> dict[str, Any]:
-    """The cramming settings for a protocol name (or a dict of settings), with overrides applied."""
-    if isinstance(protocol, str):
-        if protocol not in PROTOCOLS:
-            raise ValueError(f"protocol must be one of {PROTOCOLS} or a dict of cram settings, "
-                             f"got {protocol!r}")
-        from accesslib.engine.cramming import PROTOCOLS as ENGINE_PRESETS
-        settings = dict(ENGINE_PRESETS[protocol], **PROTOCOL_LAYOUT[protocol])
-    elif isinstance(protocol, Mapping):
-        settings = dict(protocol)
-    else:
-        raise ValueError(f"protocol must be a name {PROTOCOLS} or a dict, got {type(protocol).__name__}")
-    settings.update({k: v for k, v in overrides.items() if v is not None})
-    return settings
 
 
 def _derive_seed(*parts) -> int:
@@ -65,240 +41,7 @@ def _derive_seed(*parts) -> int:
     return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
 
 
-# ---------------------------------------------------------------------------------------------
-# Fits
-# ---------------------------------------------------------------------------------------------
-@dataclass
-class N50Fit:
-    """Logistic fit p(n) = 1/(1+exp(-k(n-x0))) of an accessibility curve; n50 = x0.
 
-    ``status``: "ok"; "separated" (a clean step: Firth's estimate, its stderr is a rough width);
-    "all_success" / "all_fail" (n50 lies beyond the measured lengths: ``n50`` is nan and
-    ``lower`` / ``upper`` bound it); "too_few" (fewer than two lengths). ``k`` < 0 for a
-    falling curve.
-    """
-    n50: float
-    stderr: float
-    k: float
-    k_stderr: float = float("nan")
-    status: str = "ok"
-    method: str = "mle"
-    lower: float = float("nan")
-    upper: float = float("nan")
-    n_lengths: int = 0
-    n_strings: int = 0
-    loglik: float = float("nan")
-    message: str = ""
-
-    @property
-    def x0(self) -> float:
-        return self.n50
-
-    @property
-    def ok(self) -> bool:
-        return self.status in ("ok", "separated") and math.isfinite(self.n50)
-
-    def predict(self, n) -> np.ndarray:
-        """Fitted success probability at length(s) n."""
-        return expit(self.k * (np.asarray(n, dtype=float) - self.n50))
-
-    def __iter__(self):  # so `n50, stderr, k = fit_n50(curve)` works (the shared contract)
-        return iter((self.n50, self.stderr, self.k))
-
-
-def _curve_arrays(curve) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    if isinstance(curve, AccessibilityCurve):
-        n, s, t = curve.lengths, curve.successes, curve.totals
-    elif isinstance(curve, Mapping):
-        items = sorted(curve.items())
-        n = [k for k, _ in items]
-        s = [v[0] for _, v in items]
-        t = [v[1] for _, v in items]
-    elif isinstance(curve, (tuple, list)) and len(curve) == 3:
-        n, s, t = curve
-    else:
-        raise ValueError("curve must be an AccessibilityCurve, a dict {n: (successes, total)} or "
-                         "a tuple (lengths, successes, totals)")
-    n, s, t = (np.asarray(a, dtype=float).ravel() for a in (n, s, t))
-    if not (len(n) == len(s) == len(t)):
-        raise ValueError(f"lengths, successes and totals must have equal sizes, got {len(n)}, {len(s)}, {len(t)}")
-    if np.any(t < 0) or np.any(s < 0) or np.any(s > t):
-        raise ValueError("need 0 <= successes <= totals at every length")
-    keep = t > 0
-    n, s, t = n[keep], s[keep], t[keep]
-    # merge repeated lengths
-    un, inv = np.unique(n, return_inverse=True)
-    return un, np.bincount(inv, weights=s), np.bincount(inv, weights=t)
-
-
-def _separated(s: np.ndarray, t: np.ndarray) -> bool:
-    """Quasi-complete separation of grouped binomial data sorted by n (either direction)."""
-    full, zero = s == t, s == 0
-    for a, b in ((full, zero), (zero, full)):
-        for j in range(len(s)):
-            if a[:j].all() and b[j + 1:].all():
-                return True
-    return False
-
-
-def _logistic_irls(z, s, t, firth: bool, max_iter: int = 200):
-    """Newton/IRLS for logit p = a + b z on grouped binomial data (Firth-penalised if asked).
-
-    Returns (beta, cov, loglik, converged). cov is the inverse Fisher information at beta.
-    """
-    X = np.column_stack([np.ones_like(z), z])
-    frac = np.clip(s.sum() / t.sum(), 0.05, 0.95)
-    beta = np.array([math.log(frac / (1 - frac)), -1.0])
-
-    def objective(bt):
-        eta = X @ bt
-        ll = float(np.sum(s * -np.logaddexp(0, -eta) + (t - s) * -np.logaddexp(0, eta)))
-        if firth:
-            mu = expit(eta)
-            info = X.T @ ((t * mu * (1 - mu))[:, None] * X)
-            sign, logdet = np.linalg.slogdet(info)
-            ll += 0.5 * logdet if sign > 0 else -np.inf
-        return ll
-
-    cur = objective(beta)
-    converged = False
-    for _ in range(max_iter):
-        mu = expit(X @ beta)
-        w = t * mu * (1 - mu)
-        info = X.T @ (w[:, None] * X) + 1e-12 * np.eye(2)
-        resid = s - t * mu
-        if firth:
-            inv = np.linalg.inv(info)
-            h = w * np.einsum("ij,jk,ik->i", X, inv, X)
-            resid = resid + h * (0.5 - mu)
-        try:
-            step = np.linalg.solve(info, X.T @ resid)
-        except np.linalg.LinAlgError:
-            break
-        lam = 1.0
-        while lam > 1e-6:
-            cand = beta + lam * step
-            val = objective(cand)
-            if val >= cur - 1e-12:
-                break
-            lam /= 2
-        beta, cur = cand, val
-        if np.max(np.abs(lam * step)) < 1e-9:
-            converged = True
-            break
-    mu = expit(X @ beta)
-    info = X.T @ ((t * mu * (1 - mu))[:, None] * X)
-    try:
-        cov = np.linalg.inv(info)
-    except np.linalg.LinAlgError:
-        cov = np.full((2, 2), np.nan)
-    return beta, cov, cur, converged
-
-
-def fit_n50(curve) -> N50Fit:
-    """Fit p(n) = 1/(1+exp(-k(n-x0))) to success counts by binomial maximum likelihood.
-
-    ``curve``: an :class:`AccessibilityCurve`, a dict ``{n: (successes, total)}`` or a tuple
-    ``(lengths, successes, totals)``. n50 = x0; its stderr comes from the inverse Fisher
-    information of the logistic regression logit p = a + b n (x0 = -a/b, delta method).
-    Separated data (success at every length up to a step, failure after, at most one partial
-    length between) have no finite MLE: Firth's penalised likelihood is used instead
-    (``method="firth"``, ``status="separated"``). All-success / all-fail curves give
-    ``n50 = nan`` with a bound and a message, never an exception.
-    """
-    n, s, t = _curve_arrays(curve)
-    base = dict(n_lengths=len(n), n_strings=int(t.sum()))
-    nan = float("nan")
-    if len(n) == 0:
-        return N50Fit(nan, nan, nan, status="too_few", method="none", message="no measured lengths", **base)
-    if np.all(s == t):
-        return N50Fit(nan, nan, nan, status="all_success", method="none", lower=float(n.max()),
-                      message=f"every string succeeded up to n={n.max():g}: n50 > {n.max():g}", **base)
-    if np.all(s == 0):
-        return N50Fit(nan, nan, nan, status="all_fail", method="none", upper=float(n.min()),
-                      message=f"no string succeeded from n={n.min():g}: n50 < {n.min():g}", **base)
-    if len(n) < 2:
-        return N50Fit(nan, nan, nan, status="too_few", method="none",
-                      message="a logistic needs at least two lengths", **base)
-    # standardise n for a well-conditioned Newton iteration, then map back
-    c, sc = float(n.mean()), float(n.std()) or 1.0
-    z = (n - c) / sc
-    separated = _separated(s, t)
-    beta, cov, ll, converged = _logistic_irls(z, s, t, firth=separated)
-    method = "firth" if separated else "mle"
-    if not converged and not separated:  # e.g. near-separation: Firth stays finite
-        beta, cov, ll, converged = _logistic_irls(z, s, t, firth=True)
-        method = "firth"
-    a, b = beta
-    k = b / sc
-    x0 = c + sc * (-a / b)
-    grad = np.array([-1.0 / b, a / b ** 2]) * sc  # d x0 / d(a, b)
-    var = float(grad @ cov @ grad)
-    stderr = math.sqrt(var) if var >= 0 else nan
-    k_se = math.sqrt(cov[1, 1]) / sc if cov[1, 1] >= 0 else nan
-    status = "separated" if separated else "ok"
-    msg = ""
-    if k > 0:
-        msg = "success rises with n: not an accessibility curve"
-    elif separated:
-        msg = "no length with partial success near the step: Firth estimate, stderr is rough"
-    return N50Fit(float(x0), stderr, float(k), k_se, status, method, loglik=ll, message=msg, **base)
-
-
-@dataclass
-class SlopeFit:
-    """Least-squares line n50 = slope*m + intercept (PAPER.md section 5), with R^2."""
-    slope: float
-    intercept: float
-    r2: float
-    slope_stderr: float
-    intercept_stderr: float = float("nan")
-    n_points: int = 0
-
-    def predict(self, m) -> np.ndarray:
-        return self.slope * np.asarray(m, dtype=float) + self.intercept
-
-    def __iter__(self):  # `slope, intercept, r2 = fit_slope(...)` (the shared contract)
-        return iter((self.slope, self.intercept, self.r2))
-
-
-def fit_slope(ms: Sequence[float], n50s: Sequence[float], stderrs: Sequence[float] | None = None) -> SlopeFit:
-    """Fit n50 = a*m + b by least squares, weighted by 1/stderr^2 when stderrs are given.
-
-    Points with a non-finite n50 (or stderr) are left out. R^2 = 1 - RSS/TSS (weighted sums
-    when weighted); the stderrs of a and b are the usual sqrt(diag(s^2 (X^T W X)^-1)) with
-    s^2 = RSS/(N-2) (nan with only two points).
-    """
-    m = np.asarray(ms, dtype=float).ravel()
-    y = np.asarray(n50s, dtype=float).ravel()
-    if m.shape != y.shape:
-        raise ValueError(f"ms and n50s must have the same length, got {m.size} and {y.size}")
-    w = np.ones_like(y)
-    if stderrs is not None:
-        se = np.asarray(stderrs, dtype=float).ravel()
-        if se.shape != y.shape:
-            raise ValueError(f"stderrs must have the same length as n50s, got {se.size} and {y.size}")
-        good_se = np.isfinite(se) & (se > 0)
-        w = np.where(good_se, 1.0 / np.where(good_se, se, 1.0) ** 2, 0.0)
-    keep = np.isfinite(m) & np.isfinite(y) & (w > 0)
-    m, y, w = m[keep], y[keep], w[keep]
-    if m.size < 2 or np.unique(m).size < 2:
-        raise ValueError(f"fit_slope needs at least two distinct m with a finite n50, got {m.size} point(s)")
-    X = np.column_stack([m, np.ones_like(m)])
-    xtwx = X.T @ (w[:, None] * X)
-    beta = np.linalg.solve(xtwx, X.T @ (w * y))
-    resid = y - X @ beta
-    rss = float(np.sum(w * resid ** 2))
-    ybar = float(np.sum(w * y) / np.sum(w))
-    tss = float(np.sum(w * (y - ybar) ** 2))
-    r2 = 1.0 - rss / tss if tss > 0 else float("nan")
-    dof = m.size - 2
-    if dof > 0:
-        cov = rss / dof * np.linalg.inv(xtwx)
-        se_a, se_b = float(np.sqrt(cov[0, 0])), float(np.sqrt(cov[1, 1]))
-    else:
-        se_a = se_b = float("nan")
-    return SlopeFit(float(beta[0]), float(beta[1]), r2, se_a, se_b, int(m.size))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -370,7 +370,7 @@ def engine_settings(spec: SweepSpec) -> tuple[str | dict, dict]:
 
 def protocol_hash_of(spec: SweepSpec) -> str:
     """The store's protocol_hash of this sweep's rows (the same one accessibility_curve writes)."""
-    from accesslib.experiments.curves import protocol_settings
+    from accesslib.engine.cramming import protocol_settings
     from accesslib.results.store import protocol_hash
     protocol, overrides = engine_settings(spec)
     return protocol_hash(protocol_settings(protocol, **overrides))
@@ -606,7 +606,7 @@ def run_sweep(spec, *, scheduler: str | None = None, workers: int | None = None,
     the same sweep again to resume.
     """
     from accesslib.results.store import ResultsStore
-    from accesslib.experiments.curves import protocol_settings
+    from accesslib.engine.cramming import protocol_settings
 
     spec = load_spec(spec)
     if store is not None:
@@ -794,7 +794,7 @@ def sweep_curves(spec, store=None) -> dict[tuple[str, int], dict[int, tuple[int,
 def sweep_table(spec, store=None) -> list[dict]:
     """One dict per (model, m): strings, successes, n50 and its stderr (``experiments.fit_n50``),
     plus per model the slope of n50 against m (``experiments.fit_slope``) when two m have an n50."""
-    from accesslib.experiments.curves import fit_n50, fit_slope
+    from accesslib.theory.stats import fit_n50, fit_slope
     spec = load_spec(spec)
     rows = []
     for (model, m), curve in sweep_curves(spec, store).items():

@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from accesslib.plots.bounds import COLORS, STYLE
+from accesslib.theory.stats import binomial_stderr
 
 #: one colour per m (1, 2, 3, ...), reused by every cramming panel
 M_COLORS = ["#6a3d9a", "#e07b00", "#2a9d48", "#c0392b", "#1f77b4", "#8c564b", "#e377c2", "#17becf"]
@@ -20,14 +21,6 @@ BOUND_STYLES = {"ball": "-", "box": "--", "ellipsoid": "-.", "cone": ":", "cells
 
 def m_color(m: int) -> str:
     return M_COLORS[(int(m) - 1) % len(M_COLORS)]
-
-
-def binomial_stderr(successes, totals):
-    """sqrt(p(1-p)/t) with p shrunk by one pseudo-count each side, so 0/t and t/t get a bar."""
-    s = np.asarray(successes, float)
-    t = np.asarray(totals, float)
-    p = (s + 0.5) / (t + 1.0)
-    return np.sqrt(p * (1 - p) / np.maximum(t, 1))
 
 
 def _set_errorbar(container, x, y, yerr):

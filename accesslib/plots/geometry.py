@@ -195,9 +195,9 @@ def plot_convergence(ax):
 
 
 def update_convergence(art, rows, vocab_size):
-    """Draw :func:`accesslib.engine.geometry.sconv_convergence` rows; one row (N within one chunk)
+    """Draw :func:`accesslib.theory.stats.sconv_convergence` rows; one row (N within one chunk)
     draws the point and says that no check was possible."""
-    from accesslib.engine.geometry import zero_hit_share
+    from accesslib.theory.stats import zero_hit_share
     ax = art["ax"]
     n = np.array([r["n"] for r in rows], dtype=float)
     sb = np.array([r["s_conv"] for r in rows], dtype=float)

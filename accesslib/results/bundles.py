@@ -101,7 +101,7 @@ def curve_record(curve) -> dict:
 
 def slope_record(curves: list[dict]) -> dict | None:
     """fit_slope over the curves' n50 (weighted by their stderrs when all are finite)."""
-    from accesslib.experiments.curves import fit_slope
+    from accesslib.theory.stats import fit_slope
 
     pts = [(c["m"], c["n50"], c["n50_stderr"]) for c in curves if c["n50"] is not None]
     if len({p[0] for p in pts}) < 2:

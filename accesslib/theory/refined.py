@@ -221,7 +221,7 @@ def cell_slope(log_count, s_conv):
     log_count: nats per vector of any support (:func:`ball_log_count`, or ``.log_count`` of
     a box/cone/ellipsoid result); s_conv: the fitted slope of the log-share convolution
     (negative, nats per token; [A] found -12.9 to -16.9), see
-    :func:`accesslib.engine.geometry.fit_s_conv`.
+    :func:`accesslib.theory.stats.fit_s_conv`.
     """
     lc = _scalar("log_count", log_count, low=0)
     s = _as_array("s_conv", s_conv, low=-math.inf, allowed="a nonzero number")
