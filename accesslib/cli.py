@@ -4,13 +4,13 @@
 
 crams strings for every m, writes every finished string to the results store at once (a
 killed run started again resumes where it stopped), then prints n50 per m and the slope of
-n50 against m (PAPER.md section 5).
+n50 against m (docs/paper.md, section 5).
 
     python -m accesslib geometry --model NAME_OR_PATH --cells 100000 --out geometry.json
 
 measures the support of the final hidden states, the decoder-cell shares and the effective
 eps, prints every refined slope (and its ratio to a measured slope when one is known) and
-writes the record the apps read (PAPER.md sections 3-4).
+writes the record the apps read (docs/paper.md, sections 3-4).
 
 Subcommands are registered in ``SUBCOMMANDS`` (name -> (add_arguments, run)); a module of the
 package may also offer ``add_subcommand(subparsers)`` (adding its parser with

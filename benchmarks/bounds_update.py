@@ -9,7 +9,7 @@ a full ``fig.canvas.draw()`` otherwise). Prints median and p95 wall and CPU time
   jumps    random values on random sliders (every update may rescale an axis)
   full     a forced full redraw each time (the cost when axes change)
 
-Goal (issue 2): under 50 ms per update on a 2-core machine. Usage:
+Goal: under 50 ms per update on a 2-core machine. Usage:
     python benchmarks/bounds_update.py [--updates 200]
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 import numpy as np  # noqa: E402
 
-from accesslib.apps.base import BoundsApp  # noqa: E402
+from accesslib.apps.nb01_bounds import BoundsApp  # noqa: E402
 
 
 def _timed(app, changes):

@@ -3,7 +3,7 @@
 Throughput counts 2 flops per multiply-add on both sides: the cell step does
 samples x |V| x d multiply-adds (one logit per sample and token); the reference is a square
 fp32 torch.matmul (``benchmarks/matmul_peak.measure_matmul_flops`` when it exists).
-Goal (issue 6): at least half the matmul throughput.
+Goal: at least half the matmul throughput.
 
     .venv/bin/python benchmarks/cells_throughput.py [--d 576 --vocab 49152 --samples 8192]
 """

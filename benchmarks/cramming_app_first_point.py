@@ -3,7 +3,7 @@
 The app with its defaults (default embedded model, natural text, m = 1, 2, the default length
 search, fast protocol) and a fresh results store, as a new user gets it. Prints the seconds
 to the first finished string, to the first point on the curve (a length with all its strings
-done), and to the first fitted n50. Goal (issue 5): the first point within one minute on a
+done), and to the first fitted n50. Goal: the first point within one minute on a
 2-core CPU.
 
     .venv/bin/python benchmarks/cramming_app_first_point.py

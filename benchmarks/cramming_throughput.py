@@ -1,7 +1,7 @@
 """Strings crammed per minute: the batched engine against a plain one-string-at-a-time loop.
 
 Same model, same strings, same initial memory (accesslib.engine.cramming.string_seed), same AdamW
-settings (the published protocol, PAPER.md section 5, unless --quick):
+settings (the published protocol, docs/paper.md, section 5, unless --quick):
 
 - engine:  accesslib.engine.cramming.cram on all strings at once (one forward/backward per step over the
            active batch; solved strings leave the batch; successes confirmed by greedy decoding).

@@ -1,4 +1,4 @@
-"""Speed-up of a Dask sweep with 2 worker processes over 1 on this machine (issue 8).
+"""Speed-up of a Dask sweep with 2 worker processes over 1 on this machine.
 
 Runs the same fixed sweep (examples/sweep-tiny.yaml, seeds 0-3: 40 jobs, 240 strings) twice, on
 a fresh LocalCluster with 1 and then 2 workers (1 torch thread each), each into a fresh results

@@ -29,7 +29,6 @@ def table_markdown(directory=None) -> str:
     """Markdown tables from the bundles in ``directory``: n50 per m, then the family slopes."""
     from accesslib.results import bundles
     from accesslib.models import embedded
-    from accesslib.apps.nb02_cramming import family_table
 
     names = bundles.available("cram") if directory is None else [
         __import__("json").loads(p.read_text())["model"] for p in sorted(Path(directory).glob("cram-*.json"))]
@@ -55,8 +54,8 @@ def table_markdown(directory=None) -> str:
               "measured per-coordinate extents; ratios are C/a.", "",
               "| model | d | V | a (tokens/vector) | R^2 | C_ball | C_ball/a | C_box | C_box/a | settings | hardware | wall time (s) |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    ball = {r["model"]: r for r in family_table(names, bound="ball")} if directory is None else {}
-    box = {r["model"]: r for r in family_table(names, bound="box")} if directory is None else {}
+    ball = {r["model"]: r for r in bundles.family_table(names, bound="ball")} if directory is None else {}
+    box = {r["model"]: r for r in bundles.family_table(names, bound="box")} if directory is None else {}
     for name in names:
         b = bundles.load("cram", name, directory)
         sl = b.get("slope") or {}
@@ -182,6 +181,7 @@ def main(argv=None):
 
     import torch
 
+    from accesslib.experiments import bundling
     from accesslib.results import bundles
 
     from accesslib.models import embedded
@@ -206,10 +206,10 @@ def main(argv=None):
                 if kept and not a.effective_eps and "effective_eps" not in b["geometry"]:
                     b["geometry"]["effective_eps"] = kept   # nothing measured before is lost
                 if a.effective_eps:
-                    b["geometry"]["effective_eps"] = bundles.measure_effective_eps(
+                    b["geometry"]["effective_eps"] = bundling.measure_effective_eps(
                         load_model(name), a.effective_eps, source=b["source"], **eff)
             else:
-                b["geometry"] = bundles.measure_geometry(load_model(name), name, memory_source=b["source"],
+                b["geometry"] = bundling.measure_geometry(load_model(name), name, memory_source=b["source"],
                                                          effective_eps=a.effective_eps or 16, **eff)
                 b["geometry"]["command"] = command
             path = bundles.save(b, a.out)
@@ -238,7 +238,7 @@ def main(argv=None):
         store = ResultsStore(a.store) if a.store else ResultsStore()
         for name in models:
             t0 = time.perf_counter()
-            b = bundles.make_cramming_bundle(name, a.m, samples=a.samples, source=a.source, protocol=a.protocol,
+            b = bundling.make_cramming_bundle(name, a.m, samples=a.samples, source=a.source, protocol=a.protocol,
                                              search=a.search, store=store, command=command,
                                              geometry=geometry, geometry_options=geometry_options,
                                              **overrides)

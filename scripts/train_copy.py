@@ -7,7 +7,7 @@
 Writes accesslib/data/bundles/copy_run.json (config, subsampled loss curve, accuracy vs length
 for greedy and teacher-forced exact match, wall and CPU time, threads, hardware, date, command)
 and, if the weights are small (< 2 MB), accesslib/data/models/copy-task/ (safetensors) so the
-notebook can evaluate the trained model live. shared/PAPER.md section 7.
+notebook can evaluate the trained model live (docs/paper.md, section 7).
 """
 from __future__ import annotations
 
@@ -29,16 +29,6 @@ DEFAULT_LENGTHS = [10, 20, 30, 40, 50, 55, 60, 65, 70, 80, 90, 100, 125, 150, 20
 MAX_WEIGHT_BYTES = 2 * 1024 * 1024
 
 
-def cpu_name():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def subsample_losses(losses, points=400):
     """Mean loss over consecutive windows: at most ``points`` (step, loss) pairs."""
     import numpy as np
@@ -56,6 +46,7 @@ def subsample_losses(losses, points=400):
 
 
 def main(argv=None):
+    from accesslib.config import hardware
     from accesslib.engine import copying as cp
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -114,7 +105,7 @@ def main(argv=None):
 
     bundle = {
         "kind": "copy_run",
-        "about": "Copy task of [A] (shared/PAPER.md section 7): GPT-NeoX trained from scratch on "
+        "about": "Copy task of [A] (docs/paper.md, section 7): GPT-NeoX trained from scratch on "
                  "lengths min_len..max_len, exact-string accuracy vs length.",
         "config": res.summary()["config"],
         "steps_max": a.steps,
@@ -133,7 +124,7 @@ def main(argv=None):
         "eval_wall_time_s": round(eval_wall, 1),
         "eval_cpu_time_s": round(eval_cpu, 1),
         "torch_threads": res.threads,
-        "hardware": {"cpu": cpu_name(), "cores": os.cpu_count(), "load_avg_1min_before": round(load_before[0], 2),
+        "hardware": {**hardware(), "load_avg_1min_before": round(load_before[0], 2),
                      "load_avg_1min_after": round(load_after[0], 2),
                      "note": "CPU shared with other jobs: wall time includes waiting; CPU time is this process only"},
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,

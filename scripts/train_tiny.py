@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT))
 
+from accesslib.config import hardware  # noqa: E402
 from accesslib.models import embedded  # noqa: E402  (no torch at import)
 
 EOS = "<|endoftext|>"
@@ -124,21 +125,6 @@ def eval_loss(model, windows, batch: int = 32) -> float:
                                    reduction="sum").item()
             cnt += x[:, 1:].numel()
     return tot / cnt
-
-
-def hardware() -> dict:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import torch
-
-    return {"cpu": cpu, "logical_cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "platform": platform.platform(), "device": "cpu"}
 
 
 # ----------------------------------------------------------------------------- main

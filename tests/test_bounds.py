@@ -1,4 +1,4 @@
-"""The counting bounds of [A] (shared/PAPER.md section 2) against hand-computed values."""
+"""The counting bounds of [A] (docs/paper.md, section 2) against hand-computed values."""
 import math
 
 import numpy as np
@@ -109,7 +109,7 @@ def test_eps_for_dtype():
     assert bounds.eps_for_dtype("paper", 2.0) == 2.0 * 2**-11
     assert bounds.eps_for_dtype("bf16", 1.0) == 2**-8
     assert bounds.eps_for_dtype("torch.float32", 1.0) == 2**-24
-    # PAPER.md section 3: bf16 about 25% lower slope, fp32 about twice
+    # docs/paper.md, section 3: bf16 about 25% lower slope, fp32 about twice
     c16 = bounds.slope(D, V, bounds.eps_for_dtype("float16", R), R)
     cbf = bounds.slope(D, V, bounds.eps_for_dtype("bfloat16", R), R)
     c32 = bounds.slope(D, V, bounds.eps_for_dtype("float32", R), R)
@@ -120,7 +120,7 @@ def test_eps_for_dtype():
 
 
 def test_theory_ratio_llama():
-    # PAPER.md: Llama-3.2-1B, 1448 / 71.3 = 20.3
+    # docs/paper.md, section 6: Llama-3.2-1B, 1448 / 71.3 = 20.3
     C = bounds.slope(2048, 128256, 20.91 / 2048, 20.91)
     assert C == pytest.approx(1448.36, abs=0.01)
     assert bounds.theory_ratio(C, 71.3) == pytest.approx(20.3, abs=0.05)

@@ -1,4 +1,4 @@
-"""Copy task (PAPER.md section 7): data, loss mask, exact-match evaluation, training loop."""
+"""Copy task (docs/paper.md, section 7): data, loss mask, exact-match evaluation, training loop."""
 import threading
 from types import SimpleNamespace
 

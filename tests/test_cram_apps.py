@@ -12,7 +12,11 @@ torch = pytest.importorskip("torch")
 from accesslib.results import bundles  # noqa: E402
 
 from accesslib.models import embedded  # noqa: E402
-from accesslib.apps.nb02_cramming import CrammingApp, PredictedApp, SlopeApp, family_table, parse_int_list, predicted_slopes  # noqa: E402
+from accesslib.apps.nb02_cramming import CrammingApp, parse_int_list  # noqa: E402
+from accesslib.apps.nb03_predicted import PredictedApp  # noqa: E402
+from accesslib.apps.nb04_slope import SlopeApp, family_models  # noqa: E402
+from accesslib.experiments import bundling  # noqa: E402
+from accesslib.results.bundles import family_table, predicted_slopes  # noqa: E402
 from accesslib.apps.policy import public_policy  # noqa: E402
 from accesslib.results.store import ResultsStore  # noqa: E402
 
@@ -253,7 +257,7 @@ def test_slope_app_family_table(tmp_path, monkeypatch):
 
 
 def test_sweep_app_runs_in_process_and_fills_the_curve(tmp_path):
-    from accesslib.apps.nb02_cramming import SweepApp, default_sweep
+    from accesslib.apps.nb03_predicted import SweepApp, default_sweep
 
     spec = dict(default_sweep(fast=True), store=str(tmp_path / "s.sqlite"), source="tokens")
     app = SweepApp(spec=spec, scheduler="inprocess", canvas="agg")
@@ -274,16 +278,16 @@ def test_effective_eps_around_a_crammed_memory():
     from accesslib.engine import geometry
     from accesslib.models.loading import load_model
     lm = load_model(embedded.DEFAULT)
-    mem, ids = bundles.crammed_memory(lm, 3, source="natural")
+    mem, ids = bundling.crammed_memory(lm, 3, source="natural")
     assert mem.shape == (1, lm.facts.d) and len(ids) == 3
     # the memory reproduces its 3-token target greedily, i.e. it is a real crammed memory
     assert geometry.greedy_continuations(lm, mem[None], 3)[0].tolist() == ids
-    rec = bundles.measure_geometry(lm, embedded.DEFAULT, progress=False, effective_eps=4, memory_n=3,
+    rec = bundling.measure_geometry(lm, embedded.DEFAULT, progress=False, effective_eps=4, memory_n=3,
                                    memory_source="natural", lengths=[4, 16], per_length=8, n_cells=2000)
     eff = rec["effective_eps"]
     assert eff["n_tokens"] == 3 and len(eff["rel"]) == 4
     assert eff["around"] == "a memory crammed with 3 tokens (natural)"
-    rec0 = bundles.measure_geometry(lm, embedded.DEFAULT, progress=False, effective_eps=2,
+    rec0 = bundling.measure_geometry(lm, embedded.DEFAULT, progress=False, effective_eps=2,
                                     lengths=[4], per_length=8, n_cells=1000)
     assert rec0["effective_eps"]["around"].startswith("a random memory vector")
 

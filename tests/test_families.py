@@ -1,4 +1,4 @@
-"""The paper's model families load through ``accesslib.models.loading.load_model`` (issue 4, item 4).
+"""The paper's model families load through ``accesslib.models.loading.load_model``.
 
 No download: for each family (GPT-NeoX/Pythia, Qwen2, Llama, Gemma-3) a config shaped like the
 real checkpoint's (same model_type, architecture class, tying, GQA, rotary settings, embedding

@@ -1,4 +1,4 @@
-"""Mean-field invariances of position-free attention (PAPER.md section 2, Corollary 4.10 context)."""
+"""Mean-field invariances of position-free attention (docs/paper.md, section 2, Corollary 4.10 context)."""
 import numpy as np
 import pytest
 

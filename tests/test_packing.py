@@ -1,4 +1,4 @@
-"""Packing counts against hand-computed cases and the (1 + 2r/eps)^d bound (PAPER.md section 2)."""
+"""Packing counts against hand-computed cases and the (1 + 2r/eps)^d bound (docs/paper.md, section 2)."""
 import math
 
 import numpy as np

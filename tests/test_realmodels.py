@@ -1,4 +1,4 @@
-"""Offline real pretrained models (accesslib.models.gguf; issue 4, item 3).
+"""Offline real pretrained models (accesslib.models.gguf).
 
 The tests that load a real model are marked ``slow`` and are skipped, with a reason that says
 ``make real``, when the optional packages are not installed (and no converted cache exists).
@@ -164,7 +164,7 @@ def test_facts_and_fluent_greedy_text(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(FACTS))
 def test_crams_a_natural_sentence_into_one_vector(name):
-    """Issue 4's check: a natural sentence of >= 16 tokens crammed into m = 1 vector on CPU,
+    """The CPU check: a natural sentence of >= 16 tokens crammed into m = 1 vector on CPU,
     confirmed by an independent greedy generation from [BOS][memory]."""
     import torch
     from accesslib.engine.cramming import cram, default_prefix, greedy_generate

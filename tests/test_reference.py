@@ -1,4 +1,4 @@
-"""Published reference numbers (shared/PAPER.md section 6) load as plain records with sources."""
+"""Published reference numbers (docs/paper.md, section 6) load as plain records with sources."""
 import pytest
 
 from accesslib.theory import bounds
@@ -57,7 +57,7 @@ def test_kuratov_capacity():
 
 
 def test_ratios_in_published_range():
-    # PAPER.md: C_ball / measured slope is 5.5-13.5 (PG19) and 11-29 (Random)
+    # docs/paper.md, section 6: C_ball / measured slope is 5.5-13.5 (PG19) and 11-29 (Random)
     for r in reference.models():
         if r["r_inf"] is None:
             continue

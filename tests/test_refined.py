@@ -64,7 +64,7 @@ def test_log_betainc_matches_scipy_where_representable():
 
 
 def test_pythia_160m_cone_removes_about_17_percent():
-    # PAPER.md section 4: Pythia-160M min cos 0.89 -> about 17% below the ball slope
+    # docs/paper.md, section 4: Pythia-160M min cos 0.89 -> about 17% below the ball slope
     d, V, r = 768, 50304, 22.45
     eps = bounds.eps_for_dtype("paper", r)
     phi = cone_half_angle(0.890)
@@ -73,7 +73,7 @@ def test_pythia_160m_cone_removes_about_17_percent():
     assert isinstance(res, RefinedSlope) and res.kind == "cone"
     assert res.C == pytest.approx(ball + res.log_fraction / math.log(V))
     assert 0.15 < 1 - res.C / ball < 0.19
-    # wide cones matter little (PAPER.md: 1-2%; with phi = theta/2, Pythia-410M's min cos
+    # wide cones matter little (docs/paper.md, section 4: 1-2%; with phi = theta/2, Pythia-410M's min cos
     # -0.196 gives 3.1%: computed, ln F = (d-1)/2 ln sin^2 phi to leading order)
     wide = cone_slope(1024, V, eps, r, cone_half_angle(-0.196))
     assert 0.025 < 1 - wide.C / bounds.slope(1024, V, eps, r) < 0.035

@@ -1,4 +1,4 @@
-"""Sweeps on Dask (accesslib.experiments.sweep, issue 8): spec parsing, job split, exact resume, and a
+"""Sweeps on Dask (accesslib.experiments.sweep): spec parsing, job split, exact resume, and a
 2-worker LocalCluster run with a worker killed mid-way that ends with the same store contents
 (every row once, the same per-string successes, the same n50) as a single-process run."""
 from __future__ import annotations
@@ -109,7 +109,7 @@ def test_stopped_job_resumes_exactly_and_client_write_mode(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# The issue's test: 2 worker processes, one killed mid-way, same store as one process
+# The fault-tolerance test: 2 worker processes, one killed mid-way, same store as one process
 # ---------------------------------------------------------------------------------------------
 def test_localcluster_with_a_killed_worker_matches_single_process(tmp_path):
     from distributed import Client, LocalCluster

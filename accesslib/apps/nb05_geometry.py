@@ -1,4 +1,4 @@
-"""The 2-D decoder-cell explorer of notebook 05 (PAPER.md section 4).
+"""The 2-D decoder-cell explorer of notebook 05 (docs/paper.md, section 4).
 
 A toy decoder in d = 2: a handful of tokens, each a row w_t (and bias b_t) of the
 unembedding. Left: the cells greedy decoding uses (argmax_t w_t.x + b_t, a power diagram);

@@ -1,4 +1,4 @@
-"""The copy-task app of notebook 06 (shared/PAPER.md section 7).
+"""The copy-task app of notebook 06 (docs/paper.md, section 7).
 
 Left: training loss against step; right: exact-string accuracy against copy length (greedy
 and teacher-forced), the training range shaded. On page load the figure shows the shipped run

@@ -1,4 +1,4 @@
-"""Apps of notebook 07, "packing and precision" (shared/PAPER.md section 2).
+"""Apps of notebook 07, "packing and precision" (docs/paper.md, section 2).
 
 :class:`PackingApp` - eps-separated points in a radius-r ball (2-D or 3-D; grid, densest
 lattice or greedy random packing) and their count against the bound (1 + 2r/eps)^d.

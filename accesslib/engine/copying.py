@@ -1,4 +1,4 @@
-"""The copy task of [A] (after Jelassi et al. 2024), shared/PAPER.md section 7.
+"""The copy task of [A] (after Jelassi et al. 2024), docs/paper.md, section 7.
 
 A small causal transformer sees ``$abc...|`` and must write ``abc....`` (the same letters,
 then EOS). It is trained on lengths 5..50 with the loss only on the copied part, then
@@ -81,7 +81,7 @@ def make_batch(lengths, generator: torch.Generator):
     on the right (with a causal model right padding never changes the real positions, so no
     attention mask is needed). ``labels`` holds the copied letters and EOS of each example and
     -100 everywhere else (prompt, separator, pad): the loss is only on the copied part
-    (PAPER.md section 7). The labels are not shifted: the model shifts them itself.
+    (docs/paper.md, section 7). The labels are not shifted: the model shifts them itself.
     """
     lengths = [int(x) for x in lengths]
     if not lengths or min(lengths) < 1:
@@ -174,7 +174,7 @@ def adapt_pretrained(model, *, max_position: Optional[int] = None):
     only needs 30 distinct ones) and sets the special-token ids in the model config. If
     ``max_position`` is given, the config's ``max_position_embeddings`` is raised to it (for
     rotary models the only thing that limits the eval length). Returns the model.
-    [A] then fine-tunes with AdamW at lr 1e-5 for up to 10k steps (PAPER.md section 7).
+    [A] then fine-tunes with AdamW at lr 1e-5 for up to 10k steps (docs/paper.md, section 7).
     """
     if not hasattr(model, "resize_token_embeddings"):
         raise ValueError("model must be a transformers causal LM (has resize_token_embeddings)")
@@ -285,7 +285,7 @@ class LengthAccuracy:
 
 def evaluate(model, lengths, n: int = 100, *, seed: int = 1234, greedy: bool = True,
              batch_size: int = 100, stop=None, on_length: Optional[Callable] = None, threads: int = 1):
-    """Exact-string accuracy of ``model`` at each copy length (PAPER.md section 7).
+    """Exact-string accuracy of ``model`` at each copy length (docs/paper.md, section 7).
 
     ``n`` fresh random strings per length (seeded, independent of training data up to chance),
     evaluated by teacher-forced all-argmax and (if ``greedy``) by greedy generation.

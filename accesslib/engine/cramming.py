@@ -1,4 +1,4 @@
-"""The cramming engine: batched soft-prompt optimisation on a frozen causal LM (PAPER.md section 5).
+"""The cramming engine: batched soft-prompt optimisation on a frozen causal LM (docs/paper.md, section 5).
 
 A target string t = (t_1..t_n) is *accessible* with m memory vectors if some x in R^{m x d}
 placed after a fixed prefix makes greedy decoding output exactly t. ``cram`` searches for such an
@@ -184,7 +184,7 @@ def string_seed(seed: int, target_ids) -> int:
 
 
 def init_std_of(model) -> float:
-    """std of the input-embedding matrix times the embedding layer's scale (PAPER.md sec. 5):
+    """std of the input-embedding matrix times the embedding layer's scale (docs/paper.md, section 5):
     the spread of what the model actually receives as token inputs."""
     w = model.get_input_embeddings().weight
     return float(w.detach().float().std()) * _embed_scale(model)

@@ -1,4 +1,4 @@
-"""Geometry of the hidden space: support, precision and decoder cells ([A], PAPER.md 3-4).
+"""Geometry of the hidden space: support, precision and decoder cells ([A], docs/paper.md, sections 3-4).
 
 Works on any causal LM that :func:`accesslib.models.loading.load_model` returns (a ``LoadedModel`` or
 the bare transformers model). Four measurements:

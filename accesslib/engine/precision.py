@@ -1,6 +1,6 @@
 """Finite precision on a real model: close prompts give the same output, outputs saturate.
 
-Two measurements behind notebook 07 (shared/PAPER.md section 2), on any causal LM with m soft
+Two measurements behind notebook 07 (docs/paper.md, section 2), on any causal LM with m soft
 prompt vectors (memory) and greedy decoding of n tokens:
 
 - :func:`perturbation_test` - take a memory vector z, add perturbations of L2 size t in random
@@ -52,7 +52,7 @@ def model_dtype_name(model) -> str:
 
 
 def base_memory(model, m=1, seed=0) -> torch.Tensor:
-    """A random memory [m, d]: standard normal times the std of the input embeddings (PAPER.md s.5)."""
+    """A random memory [m, d]: standard normal times the std of the input embeddings (docs/paper.md, section 5)."""
     model = hf_model(model)
     m = _check_int("m", m, 1, 64)
     w = model.get_input_embeddings().weight.detach().float()

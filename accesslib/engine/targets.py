@@ -5,7 +5,7 @@ sample i does not depend on how many samples were asked for (``B``). Within a so
 of sample i at length n is a prefix of the one at length n' > n (the tokens are drawn as a
 stream and cut), so curves over n can share strings when a caller wants that.
 
-Sources (shared/PAPER.md, section 5):
+Sources (docs/paper.md, section 5):
 - ``random_tokens``: token ids uniform over the vocabulary minus excluded (special) ids: the
   hardest case, ln|V| nats per token.
 - ``random_words``: words drawn uniformly from the shipped word list (``data/words.txt``,

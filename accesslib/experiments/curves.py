@@ -104,7 +104,7 @@ def search_grid(S: LengthSampler, lengths: Sequence[int], samples: int):
 
 def search_paper(S: LengthSampler, m: int, samples: int, *, big_step: int = 100, small_step: int = 10,
                  hi: float = 0.9, lo: float = 0.1, start: int | None = None):
-    """[A]'s adaptive search (PAPER.md section 5; their public code's "simplified adaptive sweep").
+    """[A]'s adaptive search (docs/paper.md, section 5; their public code's "simplified adaptive sweep").
 
     From max(10, m+1): +big_step while success > hi; then from the last length above hi,
     +small_step until success < lo; then one more +big_step; never past ``S.max_length``.

@@ -1,6 +1,6 @@
-"""Sweeps beyond one process: resumable cramming sweeps on Dask distributed (issue 8).
+"""Sweeps beyond one process: resumable cramming sweeps on Dask distributed.
 
-A *sweep* is the paper's measurement grid (shared/PAPER.md, section 5): for every model and
+A *sweep* is the paper's measurement grid (docs/paper.md, section 5): for every model and
 every number of memory vectors m, the fraction of target strings of length n that can be crammed,
 for many n, ``samples`` strings per (m, n) and seed. It is described by a small YAML file (or a
 dict, see :func:`load_spec` and ``examples/sweep-tiny.yaml``), split into independent *jobs*

@@ -8,9 +8,9 @@ Every figure element comes as a pair:
 so that an App creates its figure once and never redraws from scratch. The caller decides
 when to repaint (``fig.canvas.draw_idle()``).
 
-One visual language everywhere (CONVENTIONS.md): predicted quantities are *lines*, measured
-or published ones are *markers* (with error bars when an uncertainty is known), in the colours
-of :data:`COLORS`; counts are shown as log10.
+One visual language everywhere (CONTRIBUTING.md, "Widgets and plots"): predicted quantities
+are *lines*, measured or published ones are *markers* (with error bars when an uncertainty is
+known), in the colours of :data:`COLORS`; counts are shown as log10.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Same pattern as :mod:`accesslib.plots.bounds`: ``plot_x(ax, ...)`` draws once and returns a dict
 of artists, ``update_x(artists, ...)`` moves them in place. Covers the 2-D toy decoder
-(argmax cells vs Voronoi cells, PAPER.md section 4, with an eps-grid) and the cell-share
+(argmax cells vs Voronoi cells, docs/paper.md, section 4, with an eps-grid) and the cell-share
 histogram, s_conv convergence and slope bars of a real model.
 """
 from __future__ import annotations

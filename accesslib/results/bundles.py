@@ -12,6 +12,7 @@ Reading needs only json and numpy (no torch).
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import sys
@@ -20,7 +21,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
-from accesslib.config import data_path
+
+from accesslib.theory import bounds, refined
+from accesslib.config import data_path, hardware
 
 BUNDLE_VERSION = 1
 
@@ -65,24 +68,6 @@ def save(bundle: dict, directory: str | os.PathLike | None = None) -> Path:
     tmp.write_text(json.dumps(bundle, indent=1, default=float))
     os.replace(tmp, p)  # a reader never sees half a file
     return p
-
-
-def hardware() -> dict:
-    """What the numbers were measured on."""
-    import torch
-
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    dev = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-    return dict(cpu=cpu, cores=os.cpu_count(), torch_threads=torch.get_num_threads(), device=dev,
-                torch=torch.__version__, python=sys.version.split()[0], platform=platform.platform())
 
 
 def _finite(x):
@@ -139,134 +124,56 @@ def geometry_record(report, effective=None) -> dict:
         if report.convergence:
             rec["s_conv_convergence"] = [dict(row) for row in report.convergence]
     if effective is not None:
-        rec["effective_eps"] = _effective_record(effective)
+        rec["effective_eps"] = effective_record(effective)
     return rec
 
 
-def crammed_memory(lm, n: int, *, source: str = "tokens", seed: int = 0, tries: int = 4,
-                   prefix_ids=None):
-    """A memory vector (m = 1) that greedily produces an n-token target (after ``prefix_ids``),
-    crammed with the fast protocol: (memory [1, d], target ids), or None when none of
-    ``tries`` targets could be crammed."""
-    from accesslib.engine import cramming, targets
 
-    n = max(2, int(n))
-    tg, _ = targets.make_targets(source, n, tries, seed=seed, tokenizer=lm.tokenizer,
-                                 vocab_size=lm.facts.vocab_size)
-    res = cramming.cram(lm, tg, 1, seed=seed, prefix_ids=prefix_ids, **cramming.PROTOCOLS["fast"])
-    for i, r in enumerate(res.strings):
-        if r.success:
-            return r.memory.reshape(1, -1), [int(t) for t in tg[i].tolist()]
-    return None
-
-
-def measure_effective_eps(lm, directions: int = 16, *, memory_n=None, source="tokens",
-                          prefix_ids=None, seed=0) -> dict:
-    """The effective-eps part of a geometry record: thresholds over ``directions`` random
-    directions around a memory crammed with ``memory_n`` tokens from ``source`` after
-    ``prefix_ids`` (:func:`crammed_memory`; e.g. a little below n50 at m = 1), the output
-    that must not change being those n tokens; without ``memory_n``, or when cramming fails,
-    around a random memory vector (the cramming init), watching 4 tokens."""
-    from accesslib.engine.geometry import effective_eps
-
-    got = crammed_memory(lm, memory_n, source=source, seed=seed, prefix_ids=prefix_ids) if memory_n else None
-    if got is not None:
-        mem, ids = got
-        eff = effective_eps(lm, mem, n_directions=int(directions), n_tokens=len(ids),
-                            prefix_ids=prefix_ids, seed=seed)
-        around = f"a memory crammed with {len(ids)} tokens ({source})"
-    else:
-        eff = effective_eps(lm, n_directions=int(directions), prefix_ids=prefix_ids, seed=seed)
-        around = "a random memory vector (4 tokens)"
-    rec = _effective_record(eff)
-    rec.update(around=around, prefix_ids=list(prefix_ids or []))
-    return rec
-
-
-def _effective_record(effective) -> dict:
+def effective_record(effective) -> dict:
     med = effective.quantiles()[1]
     return dict(rel=[float(x) if np.isfinite(x) else None for x in effective.rel],
                 n_tokens=int(effective.n_tokens), t_max=float(effective.t_max),
                 median=float(med) if np.isfinite(med) else None)
 
 
-def measure_geometry(lm, model_name, *, seed=0, progress=True, effective_eps=16, memory_n=None,
-                     memory_source="tokens", prefix_ids=None, **options) -> dict:
-    """:func:`geometry_record` of a fresh :func:`accesslib.engine.geometry.geometry_report` (``options``
-    go to it) with :func:`measure_effective_eps` over ``effective_eps`` directions (0: none)."""
-    from accesslib.engine.geometry import geometry_report
 
-    rec = geometry_record(geometry_report(lm, name=model_name, progress=progress, seed=seed, **options))
-    if effective_eps:
-        rec["effective_eps"] = measure_effective_eps(lm, effective_eps, memory_n=memory_n,
-                                                     source=memory_source, prefix_ids=prefix_ids,
-                                                     seed=seed)
-    return rec
+def predicted_slopes(bundle: dict, eps: float, r: float) -> dict:
+    """Predicted slopes C (tokens per vector) for a bundle's model at precision eps, radius r.
 
-
-def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16, source: str = "natural",
-                         protocol: str = "fast", search: str = "bisect", seed: int = 0, store=None,
-                         examples: int = 3, progress: bool = True, command: str = "", geometry: bool = True,
-                         geometry_options: dict | None = None, **cram_overrides) -> dict:
-    """Measure accessibility curves of ``model_name`` for each m and return the bundle dict.
-
-    Uses :func:`accesslib.experiments.curves.accessibility_curve` (strings go to ``store`` when given,
-    so an interrupted run resumes) and :func:`fit_slope`. ``cram_overrides`` (e.g. max_steps)
-    are recorded in the settings; ``lengths`` (search="grid") may be a dict {m: lengths};
-    ``prefix_ids="bos"`` puts the model's BOS token before the memory.
-    With ``geometry`` the model's support and decoder cells are
-    measured too (:func:`accesslib.engine.geometry.geometry_report`), so the apps can draw the
-    refined bounds; ``geometry`` may also be a geometry record measured before (a dict).
+    ball: :func:`accesslib.theory.bounds.slope`; box, cone, ellipsoid, cells: :mod:`accesslib.theory.refined`
+    from the bundle's measured geometry (per-coordinate widths, principal semi-axes, cone
+    half-angle, s_conv) when the bundle has it. The box and ellipsoid use the measured extents,
+    so r moves only the ball, cone and cell lines.
     """
-    from accesslib.experiments.curves import accessibility_curve
-    from accesslib.models.loading import load_model
+    f = bundle["facts"]
+    d, V = f["d"], f["vocab_size"]
+    out = {"ball": bounds.slope(d, V, eps, r)}
+    geo = bundle.get("geometry") or {}
+    if geo.get("widths"):
+        out["box"] = refined.box_slope(geo["widths"], V, eps).C
+    if geo.get("semi_axes"):
+        out["ellipsoid"] = refined.ellipsoid_slope(geo["semi_axes"], V, eps).C
+    if geo.get("phi") is not None and d >= 2:
+        out["cone"] = refined.cone_slope(d, V, eps, r, geo["phi"]).C
+    if geo.get("s_conv"):
+        out["cells"] = refined.cell_slope(refined.ball_log_count(d, eps, r), geo["s_conv"]).C
+    return out
 
-    lm = load_model(model_name)
-    if cram_overrides.get("prefix_ids") == "bos":   # the model's BOS token before the memory
-        from accesslib.engine.cramming import default_prefix
-        cram_overrides["prefix_ids"] = default_prefix(lm) or None
-    t0 = time.perf_counter()
-    curves, ex = [], []
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=len(ms), desc=f"{model_name}", unit="m")
-    settings = None
-    for m in ms:
-        kw = dict(cram_overrides)
-        if isinstance(kw.get("lengths"), dict):   # grid lengths per m
-            kw["lengths"] = kw["lengths"][m]
-        c = accessibility_curve(lm, int(m), samples=samples, source=source, seed=seed, store=store,
-                                search=search, protocol=protocol, **kw)
-        settings = c.settings
-        curves.append(curve_record(c))
-        # a few examples near n50 for the page: target text and what greedy decoding gave
-        tok = lm.tokenizer
-        for n in sorted(c.results, key=lambda n: abs(n - (curves[-1]["n50"] or n)))[:1]:
-            for row in c.results[n][:examples]:
-                greedy = tok.decode(row["greedy_ids"]) if tok is not None and row.get("greedy_ids") else None
-                ex.append(dict(m=int(m), n=int(n), success=bool(row["success"]), steps=int(row["steps"]),
-                               target=row.get("target_text"), greedy=greedy))
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(n50=curves[-1]["n50"])
-    if bar is not None:
-        bar.close()
-    geo = None
-    if geometry is True:
-        n50s = [c["n50"] for c in curves if c["m"] == 1 and c["n50"]]
-        opts = dict(memory_n=int(0.75 * n50s[0]) if n50s else None, memory_source=source,
-                    prefix_ids=(settings or {}).get("prefix_ids"))
-        opts.update(geometry_options or {})
-        geo = measure_geometry(lm, model_name, seed=seed, progress=progress, **opts)
-    elif isinstance(geometry, dict):   # a record measured before (python -m accesslib geometry --out)
-        geo = geometry
-    f = lm.facts
-    return dict(kind="cram", version=BUNDLE_VERSION, model=model_name,
-                facts=dict(d=f.d, vocab_size=f.vocab_size, dtype=f.dtype, family=f.family,
-                           max_context=f.max_context),
-                source=source, samples=samples, search=search, seed=seed, protocol=protocol,
-                settings={k: (list(v) if isinstance(v, tuple) else v) for k, v in (settings or {}).items()},
-                curves=curves, slope=slope_record(curves), examples=ex, geometry=geo,
-                created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                hardware=hardware(), wall_time=round(time.perf_counter() - t0, 1), command=command)
+
+def family_table(names, *, bound="ball", dtype="paper") -> list[dict]:
+    """One row per model with a bundle: d, |V|, measured slope a (± stderr, R^2), predicted C
+    under ``bound`` with eps = r_inf * unit roundoff of ``dtype``, and C/a."""
+    rows = []
+    for name in names:
+        b = load("cram", name)
+        sl = b.get("slope") or {}
+        geo = b.get("geometry") or {}
+        r = geo.get("r_inf") or 1.0   # the paper's eps makes C_ball independent of r
+        eps = bounds.eps_for_dtype(dtype, r)
+        C = predicted_slopes(b, eps, r).get(bound)
+        a = sl.get("slope")
+        rows.append(dict(model=name, d=b["facts"]["d"], vocab_size=b["facts"]["vocab_size"],
+                         ln_vocab=math.log(b["facts"]["vocab_size"]), slope=a,
+                         slope_stderr=sl.get("slope_stderr"), r2=sl.get("r2"), C=C,
+                         ratio=(C / a) if (C and a and a > 0) else None))
+    return rows

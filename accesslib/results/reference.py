@@ -1,4 +1,4 @@
-"""Published reference numbers (shared/PAPER.md section 6) shipped as package data.
+"""Published reference numbers (docs/paper.md, section 6) shipped as package data.
 
 Each record carries its ``source``. These are published figures, never measured here.
 """

@@ -1,4 +1,4 @@
-"""The counting bounds of [A] (shared/PAPER.md section 2), in log space, pure numpy.
+"""The counting bounds of [A] (docs/paper.md, section 2), in log space, pure numpy.
 
 Every function is vectorised (numpy broadcasting over any argument) and never forms
 (1 + 2r/eps)^(d*m) itself: for real models that number has millions of digits. Logs are
@@ -13,10 +13,12 @@ import math
 
 import numpy as np
 
+from accesslib._checks import check_array, fail
+
 LN2 = math.log(2.0)
 LN10 = math.log(10.0)
 
-#: unit roundoff of the floating-point formats [A] discusses (section 3 of PAPER.md)
+#: unit roundoff of the floating-point formats [A] discusses (docs/paper.md, section 3)
 UNIT_ROUNDOFF = {"float16": 2.0**-11, "bfloat16": 2.0**-8, "float32": 2.0**-24}
 _DTYPE_ALIASES = {
     "float16": "float16", "fp16": "float16", "half": "float16", "torch.float16": "float16",
@@ -28,53 +30,30 @@ _DTYPE_ALIASES = {
 PAPER_DTYPE = "paper"
 
 
-def _as_array(name, value, *, low, low_inclusive=True, integer=False, allowed=None):
-    """Validate one argument and return it as a float array.
-
-    Raises ValueError naming ``name`` and the allowed range for wrong types, NaN/inf and
-    out-of-range values, so that an app can show the message as it is.
-    """
-    rng = allowed or (f"{'>=' if low_inclusive else '>'} {low:g}" + (", a whole number" if integer else ""))
-    if isinstance(value, (bool, np.bool_)) or value is None or isinstance(value, (str, bytes)):
-        raise ValueError(f"{name} must be a number {rng}; got {value!r}")
-    try:
-        arr = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number {rng}; got {value!r}") from None
-    if arr.dtype == object:
-        raise ValueError(f"{name} must be a number {rng}; got {value!r}")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite {rng}; got {value!r}")
-    bad = arr < low if low_inclusive else arr <= low
-    if np.any(bad):
-        raise ValueError(f"{name} must be {rng}; got {value!r}")
-    if integer and np.any(arr != np.round(arr)):
-        raise ValueError(f"{name} must be a whole number {rng}; got {value!r}")
-    return arr
-
-
 def _out(x):
     """Return a Python float for scalar results, an array otherwise."""
     x = np.asarray(x, dtype=float)
     return float(x) if x.ndim == 0 else x
 
 
+# Each argument is checked by accesslib._checks.check_array (numbers or arrays, finite, in
+# range): a ValueError "<name> must be <allowed>; got <value>" that an app shows as it is.
 def _d(d):
-    return _as_array("d", d, low=1, integer=True)
+    return check_array("d", d, low=1, integer=True)
 
 
 def _vocab(vocab_size):
-    return _as_array("vocab_size", vocab_size, low=2, integer=True)
+    return check_array("vocab_size", vocab_size, low=2, integer=True)
 
 
 def _m(m):
-    return _as_array("m", m, low=0)
+    return check_array("m", m, low=0)
 
 
 def _ln_cells(eps, r):
     """ln(1 + 2r/eps): the log packing number per coordinate (Theorem 4.5 of [A])."""
-    eps = _as_array("eps", eps, low=0, low_inclusive=False)
-    r = _as_array("r", r, low=0)
+    eps = check_array("eps", eps, low=0, low_open=True)
+    r = check_array("r", r, low=0)
     return np.log1p(2.0 * r / eps)
 
 
@@ -103,7 +82,7 @@ def log10_accessible_fraction(n, m, d, vocab_size, eps, r):
 
     Zero (share 1) up to n* = C*m, then falling by log10|V| per extra token.
     """
-    n = _as_array("n", n, low=0)
+    n = check_array("n", n, low=0)
     lv = np.log10(_vocab(vocab_size))
     excess = n - np.asarray(n_star(m, d, vocab_size, eps, r))
     return _out(np.minimum(0.0, -excess * lv))
@@ -118,8 +97,8 @@ def canonical_dtype(dtype):
     """Map a dtype name ('float16', 'bf16', 'paper', torch.float32, ...) to a UNIT_ROUNDOFF key."""
     key = str(dtype).strip().lower() if dtype is not None else ""
     if key not in _DTYPE_ALIASES:
-        names = ", ".join(repr(k) for k in ("float16", "bfloat16", "float32", PAPER_DTYPE))
-        raise ValueError(f"dtype must be one of {names}; got {dtype!r}")
+        fail("dtype", "one of " + ", ".join(repr(k) for k in ("float16", "bfloat16", "float32", PAPER_DTYPE)),
+             dtype)
     return _DTYPE_ALIASES[key]
 
 
@@ -130,25 +109,15 @@ def eps_for_dtype(dtype, r):
     1 + 2r/eps = 4097 whatever r is.
     """
     u = UNIT_ROUNDOFF[canonical_dtype(dtype)]
-    return _out(_as_array("r", r, low=0, low_inclusive=False) * u)
+    return _out(check_array("r", r, low=0, low_open=True) * u)
 
 
 def theory_ratio(predicted_slope, measured_slope):
     """Theory/experiment ratio C / a (how loose the bound is); [A] reports 5.5-29."""
-    p = _as_array("predicted_slope", predicted_slope, low=0)
-    a = _as_array("measured_slope", measured_slope, low=0, low_inclusive=False)
+    p = check_array("predicted_slope", predicted_slope, low=0)
+    a = check_array("measured_slope", measured_slope, low=0, low_open=True)
     return _out(p / a)
 
 
-# The refined slopes of [A] section 4 (box, cone, ellipsoid, cells) live in accesslib.theory.refined
-# (they need scipy); they are reachable from here too, loaded on first use so that importing
-# this module stays numpy-only.
-_REFINED = ("RefinedSlope", "box_slope", "cone_slope", "ellipsoid_slope", "cell_slope",
-            "log_cone_fraction", "cone_half_angle", "ball_log_count", "log_betainc")
-
-
-def __getattr__(name):
-    if name in _REFINED:
-        from accesslib.theory import refined
-        return getattr(refined, name)
-    raise AttributeError(f"module 'accesslib.theory.bounds' has no attribute {name!r}")
+# The refined slopes of [A] section 4 (box, cone, ellipsoid, cells) are in
+# accesslib.theory.refined, which imports this module (never the other way round).

@@ -1,4 +1,4 @@
-"""The mean-field view of attention, shown numerically (shared/PAPER.md section 2, last items).
+"""The mean-field view of attention, shown numerically (docs/paper.md, section 2, last paragraph).
 
 [A] states that an accessibility threshold exists even with unbounded context and computation
 ("Corollary 4.10"), using a mean-field view: a transformer as a map between probability
@@ -31,12 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-
-def _check_int(name, v, low, high=None):
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low or (high is not None and v > high):
-        rng = f">= {low}" if high is None else f"in {low}..{high}"
-        raise ValueError(f"{name} must be a whole number {rng}; got {v!r}")
-    return int(v)
+from accesslib._checks import check_int, fail
 
 
 def _layer_norm(x):
@@ -73,10 +68,10 @@ class PositionFreeTransformer:
     @classmethod
     def random(cls, vocab_size=8, d=16, layers=2, heads=2, seed=0, scale=1.0):
         """Random weights (seeded); ``scale`` multiplies the attention logits' weights."""
-        vocab_size = _check_int("vocab_size", vocab_size, 2, 10_000)
-        d = _check_int("d", d, 2, 4096)
-        layers = _check_int("layers", layers, 1, 64)
-        heads = _check_int("heads", heads, 1, d)
+        vocab_size = check_int("vocab_size", vocab_size, 2, 10_000)
+        d = check_int("d", d, 2, 4096)
+        layers = check_int("layers", layers, 1, 64)
+        heads = check_int("heads", heads, 1, d)
         if d % heads:
             raise ValueError(f"d must be a multiple of heads; got d={d}, heads={heads}")
         rng = np.random.default_rng(seed)
@@ -116,9 +111,9 @@ class PositionFreeTransformer:
 
     def forward_tokens(self, ids, *, positions=False, causal=False, layers=None):
         """Hidden states [N, d] of a token sequence (after a final layer norm)."""
-        ids = np.asarray(ids)
+        given, ids = ids, np.asarray(ids)
         if ids.ndim != 1 or len(ids) == 0 or ids.min() < 0 or ids.max() >= self.vocab_size:
-            raise ValueError(f"ids must be a non-empty 1-D sequence of token ids in 0..{self.vocab_size - 1}")
+            fail("ids", f"a non-empty 1-D sequence of token ids in 0..{self.vocab_size - 1}", given)
         h = self.embed[ids].astype(float)
         if positions:
             h = h + sinusoidal_positions(len(ids), self.d)
@@ -136,9 +131,9 @@ class PositionFreeTransformer:
         Token types with p_t = 0 get no weight as keys but their atom is still computed (the
         output a token of that type would have if it were added with vanishing frequency).
         """
-        p = np.asarray(p, dtype=float)
+        given, p = p, np.asarray(p, dtype=float)
         if p.shape != (self.vocab_size,) or np.any(p < 0) or not np.isfinite(p).all() or p.sum() <= 0:
-            raise ValueError(f"p must be {self.vocab_size} non-negative weights with a positive sum")
+            fail("p", f"{self.vocab_size} non-negative weights with a positive sum", given)
         p = p / p.sum()
         with np.errstate(divide="ignore"):
             log_w = np.log(p)
@@ -158,7 +153,7 @@ def empirical_measure(ids, vocab_size):
 
 def duplicate(ids, k):
     """Every token written k times in place: a b c -> a a b b c c (same empirical measure)."""
-    k = _check_int("k", k, 1, 1000)
+    k = check_int("k", k, 1, 1000)
     return np.repeat(np.asarray(ids), k)
 
 
@@ -203,13 +198,13 @@ def convergence(model, p, lengths, *, query=0, seed=0, repeats=5):
     The context's measure converges to p (so the output does); whatever N is, the layer's input
     is a point of the probability simplex over the vocabulary.
     """
-    p = np.asarray(p, dtype=float)
-    if p.shape != (model.vocab_size,) or np.any(p < 0) or p.sum() <= 0:
-        raise ValueError(f"p must be {model.vocab_size} non-negative weights with a positive sum")
+    given, p = p, np.asarray(p, dtype=float)
+    if p.shape != (model.vocab_size,) or np.any(p < 0) or not np.isfinite(p).all() or p.sum() <= 0:
+        fail("p", f"{model.vocab_size} non-negative weights with a positive sum", given)
     p = p / p.sum()
-    query = _check_int("query", query, 0, model.vocab_size - 1)
-    repeats = _check_int("repeats", repeats, 1, 1000)
-    lengths = [_check_int("length", int(n), 2, 100_000) for n in lengths]
+    query = check_int("query", query, 0, model.vocab_size - 1)
+    repeats = check_int("repeats", repeats, 1, 1000)
+    lengths = [check_int("length", int(n), 2, 100_000) for n in lengths]
     rng = np.random.default_rng(seed)
     out_p = model.forward_measure(p)[query]
     dist = np.zeros((len(lengths), repeats))

@@ -1,6 +1,6 @@
 """Packing eps-separated points in a radius-r ball: the counting argument of [A], made visible.
 
-shared/PAPER.md section 2: a model computing at precision eps cannot tell apart inputs closer
+docs/paper.md, section 2: a model computing at precision eps cannot tell apart inputs closer
 than eps, and its inputs live in a ball of radius r. A set of points that are pairwise at least
 eps apart ("eps-separated") inside the closed ball B(0, r) in R^d has at most
 
@@ -26,6 +26,7 @@ import math
 
 import numpy as np
 
+from accesslib._checks import check_choice, check_float, check_int
 from accesslib.theory import bounds
 
 #: relative slack for points exactly on the sphere |x| = r (closed ball, float round-off)
@@ -33,16 +34,10 @@ BOUNDARY_RTOL = 1e-9
 METHODS = ("grid", "lattice", "greedy")
 
 
-def _check(r, eps, d, *, max_d=None):
-    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1 or (max_d and d > max_d):
-        allowed = f"1..{max_d}" if max_d else ">= 1"
-        raise ValueError(f"d must be a whole number {allowed}; got {d!r}")
-    for name, v, strict in (("r", r, False), ("eps", eps, True)):
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not math.isfinite(v):
-            raise ValueError(f"{name} must be a finite number {'> 0' if strict else '>= 0'}; got {v!r}")
-        if (v <= 0) if strict else (v < 0):
-            raise ValueError(f"{name} must be {'> 0' if strict else '>= 0'}; got {v!r}")
-    return float(r), float(eps), int(d)
+def _ball(r, eps, d, *, max_d):
+    """(r, eps, d) checked by accesslib._checks: r >= 0, eps > 0, d a whole number in 1..max_d."""
+    d = check_int("d", d, 1, max_d)
+    return check_float("r", r, 0), check_float("eps", eps, 0, low_open=True), d
 
 
 def log10_bound(r, eps, d):
@@ -72,7 +67,7 @@ def grid_count(r, eps, d):
     exactly on the sphere count despite float round-off). Recursion over the first coordinate,
     the last one in closed form (2*floor(sqrt(t)) + 1). Returns a Python int.
     """
-    r, eps, d = _check(r, eps, d, max_d=6)
+    r, eps, d = _ball(r, eps, d, max_d=6)
     R2 = (r / eps) ** 2 * (1 + BOUNDARY_RTOL)
     t_int = math.floor(R2)   # |k|^2 is an integer: |k|^2 <= R2  <=>  |k|^2 <= floor(R2)
 
@@ -90,7 +85,7 @@ def grid_count(r, eps, d):
 
 def grid_points(r, eps, d, *, max_points=200_000):
     """The points of eps * Z^d in the closed ball |x| <= r, as an array [N, d]."""
-    r, eps, d = _check(r, eps, d, max_d=3)
+    r, eps, d = _ball(r, eps, d, max_d=3)
     n = grid_count(r, eps, d)
     if n > max_points:
         raise ValueError(f"r/eps is too large to list the grid points ({n:,} > max_points={max_points:,}); "
@@ -118,7 +113,7 @@ def lattice_points(r, eps, d, *, max_points=200_000):
     lattices are the densest packings in 2-D and 3-D, so for large r/eps their count approaches
     the packing limit (density pi/sqrt(12) resp. pi/sqrt(18)) times (2r/eps)^d.
     """
-    r, eps, d = _check(r, eps, d, max_d=3)
+    r, eps, d = _ball(r, eps, d, max_d=3)
     B = _BASES[d] * eps
     # coefficient range: |c_i| <= r * ||B^-1||_2 covers the ball
     span = int(math.ceil(r * np.linalg.norm(np.linalg.inv(B), 2) * (1 + BOUNDARY_RTOL))) + 1
@@ -154,7 +149,7 @@ def greedy_packing(r, eps, d, *, seed=0, patience=2000, max_candidates=200_000, 
     packing is then very likely maximal) or ``max_candidates`` candidates. Seeded. Returns
     the kept points [N, d].
     """
-    r, eps, d = _check(r, eps, d, max_d=3)
+    r, eps, d = _ball(r, eps, d, max_d=3)
     rng = np.random.default_rng(seed)
     cells: dict = {}
     kept = []
@@ -211,12 +206,10 @@ def points(method, r, eps, d, *, seed=0):
         return lattice_points(r, eps, d)
     if method == "greedy":
         return greedy_packing(r, eps, d, seed=seed)
-    raise ValueError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
+    check_choice("method", method, METHODS)
 
 
 def count_curve(d, ratios, method="grid"):
     """Counts for r/eps in ``ratios`` (eps = 1): grid exactly, lattice by enumeration."""
-    fn = {"grid": grid_count, "lattice": lattice_count}.get(method)
-    if fn is None:
-        raise ValueError(f"method must be 'grid' or 'lattice' for a curve; got {method!r}")
+    fn = {"grid": grid_count, "lattice": lattice_count}[check_choice("method", method, ("grid", "lattice"))]
     return np.array([fn(float(x), 1.0, d) for x in ratios], dtype=float)

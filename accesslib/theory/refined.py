@@ -1,4 +1,4 @@
-"""Refined slopes of [A] (shared/PAPER.md section 4): box, cone, ellipsoid and decoder cells.
+"""Refined slopes of [A] (docs/paper.md, section 4): box, cone, ellipsoid and decoder cells.
 
 Pure numpy/scipy, everything in log space. The ball slope of :func:`accesslib.theory.bounds.slope` is
 C_ball = d ln(1 + 2r/eps) / ln|V|: the log of the number of eps-distinguishable points of the
@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from accesslib.theory.bounds import _as_array, _d, _vocab
+from accesslib._checks import check_array, fail
+from accesslib.theory import bounds
 
 __all__ = [
     "RefinedSlope", "log_betainc", "log_cone_fraction", "cone_half_angle", "ball_log_count",
@@ -46,19 +47,25 @@ class RefinedSlope:
     denominator: float
 
 
-def _scalar(name, value, **kw):
-    arr = _as_array(name, value, **kw)
+def _single(name, value, *, low, low_open=False, integer=False):
+    """One number (not an array), checked by :func:`accesslib._checks.check_array`."""
+    arr = check_array(name, value, low=low, low_open=low_open, integer=integer)
     if arr.ndim != 0:
-        raise ValueError(f"{name} must be a single number; got shape {arr.shape}")
+        fail(name, "a single number, not an array", value)
     return float(arr)
 
 
+def _vocab(vocab_size):
+    return _single("vocab_size", vocab_size, low=2, integer=True)
+
+
 def ball_log_count(d, eps, r):
-    """d ln(1 + 2r/eps): log packing number of the support ball/cube ([A] Theorem 4.5)."""
-    d = _scalar("d", d, low=1, integer=True)
-    eps = _scalar("eps", eps, low=0, low_inclusive=False)
-    r = _scalar("r", r, low=0)
-    return d * math.log1p(2.0 * r / eps)
+    """d ln(1 + 2r/eps): log packing number of the support ball/cube ([A] Theorem 4.5), i.e.
+    :func:`accesslib.theory.bounds.log_accessible` of one vector (m = 1), for single numbers."""
+    d = _single("d", d, low=1, integer=True)
+    eps = _single("eps", eps, low=0, low_open=True)
+    r = _single("r", r, low=0)
+    return float(bounds.log_accessible(d, eps, r, 1))
 
 
 # --------------------------------------------------------------------------- incomplete beta
@@ -118,11 +125,12 @@ def log_betainc(a, b, x):
     prefactor where it underflows (large a, e.g. a = (d-1)/2 with d up to 16384 and more).
     Vectorised over a, b, x by numpy broadcasting.
     """
-    a = _as_array("a", a, low=0, low_inclusive=False)
-    b = _as_array("b", b, low=0, low_inclusive=False)
-    x = _as_array("x", x, low=0, allowed="in [0, 1]")
+    a = check_array("a", a, low=0, low_open=True)
+    b = check_array("b", b, low=0, low_open=True)
+    x_in = x
+    x = check_array("x", x, low=0, allowed="numbers in [0, 1]")
     if np.any(x > 1):
-        raise ValueError(f"x must be in [0, 1]; got {x!r}")
+        fail("x", "numbers in [0, 1]", x_in)
     out = np.vectorize(_log_betainc_scalar, otypes=[float])(a, b, x)
     return float(out) if out.ndim == 0 else out
 
@@ -137,10 +145,11 @@ def log_cone_fraction(d, phi):
     Checks: d = 2 gives phi/pi, d = 3 gives (1 - cos phi)/2, phi = pi/2 gives 1/2 for every d.
     Exact and finite in log space for any d >= 2 (F itself underflows for large d).
     """
-    d = _as_array("d", d, low=2, integer=True)
-    phi = _as_array("phi", phi, low=0, allowed="in [0, pi]")
+    d = check_array("d", d, low=2, integer=True)
+    phi_in = phi
+    phi = check_array("phi", phi, low=0, allowed="angles in [0, pi]")
     if np.any(phi > math.pi):
-        raise ValueError(f"phi must be in [0, pi]; got {phi!r}")
+        fail("phi", "angles in [0, pi]", phi_in)
     d, phi = np.broadcast_arrays(d, phi)
     s2 = np.sin(phi) ** 2
     s2 = np.where(np.abs(phi - math.pi / 2) < 1e-15, 1.0, s2)
@@ -152,10 +161,10 @@ def log_cone_fraction(d, phi):
 
 
 def cone_half_angle(min_cos):
-    """phi = theta/2 with theta = arccos(minimum pairwise cosine) ([A], PAPER.md section 4)."""
-    c = _as_array("min_cos", min_cos, low=-1, allowed="in [-1, 1]")
+    """phi = theta/2 with theta = arccos(minimum pairwise cosine) ([A], docs/paper.md, section 4)."""
+    c = check_array("min_cos", min_cos, low=-1, allowed="cosines in [-1, 1]")
     if np.any(c > 1):
-        raise ValueError(f"min_cos must be in [-1, 1]; got {min_cos!r}")
+        fail("min_cos", "cosines in [-1, 1]", min_cos)
     out = np.arccos(c) / 2.0
     return float(out) if out.ndim == 0 else out
 
@@ -172,11 +181,11 @@ def box_slope(widths, vocab_size, eps, r=None):
     ``r`` (optional): the ball radius to compare with; then log_fraction =
     sum_i ln(1 + w_i/eps) - d ln(1 + 2r/eps) (<= 0 when every w_i <= 2r).
     """
-    w = _as_array("widths", widths, low=0)
+    w = check_array("widths", widths, low=0)
     if w.ndim != 1 or w.size == 0:
-        raise ValueError(f"widths must be a non-empty 1-D list of per-coordinate extents; got shape {w.shape}")
-    V = float(_vocab(vocab_size))
-    eps = _scalar("eps", eps, low=0, low_inclusive=False)
+        fail("widths", "a non-empty 1-D list of per-coordinate extents", widths)
+    V = _vocab(vocab_size)
+    eps = _single("eps", eps, low=0, low_open=True)
     log_count = float(np.sum(np.log1p(w / eps)))
     frac = None if r is None else log_count - ball_log_count(w.size, eps, r)
     return _result("box", log_count, frac, math.log(V))
@@ -187,8 +196,8 @@ def cone_slope(d, vocab_size, eps, r, phi):
 
     phi: half-angle of the cone holding the samples, :func:`cone_half_angle` (min cosine).
     """
-    lf = float(log_cone_fraction(_scalar("d", d, low=2, integer=True), _scalar("phi", phi, low=0)))
-    V = float(_vocab(vocab_size))
+    lf = float(log_cone_fraction(_single("d", d, low=2, integer=True), _single("phi", phi, low=0)))
+    V = _vocab(vocab_size)
     return _result("cone", ball_log_count(d, eps, r) + lf, lf, math.log(V))
 
 
@@ -205,11 +214,11 @@ def ellipsoid_slope(semi_axes, vocab_size, eps, r=None):
     [A]'s Theorem 4.5, an assumption for the grid view). With :func:`accesslib.engine.geometry`'s
     fit, a_i = max |projection| of the samples, so the box contains every sample.
     """
-    a = _as_array("semi_axes", semi_axes, low=0)
+    a = check_array("semi_axes", semi_axes, low=0)
     if a.ndim != 1 or a.size == 0:
-        raise ValueError(f"semi_axes must be a non-empty 1-D list; got shape {a.shape}")
-    V = float(_vocab(vocab_size))
-    eps = _scalar("eps", eps, low=0, low_inclusive=False)
+        fail("semi_axes", "a non-empty 1-D list of semi-axes", semi_axes)
+    V = _vocab(vocab_size)
+    eps = _single("eps", eps, low=0, low_open=True)
     log_count = float(np.sum(np.log1p(2.0 * a / eps)))
     frac = None if r is None else log_count - ball_log_count(a.size, eps, r)
     return _result("ellipsoid", log_count, frac, math.log(V))
@@ -223,8 +232,8 @@ def cell_slope(log_count, s_conv):
     (negative, nats per token; [A] found -12.9 to -16.9), see
     :func:`accesslib.theory.stats.fit_s_conv`.
     """
-    lc = _scalar("log_count", log_count, low=0)
-    s = _as_array("s_conv", s_conv, low=-math.inf, allowed="a nonzero number")
+    lc = _single("log_count", log_count, low=0)
+    s = check_array("s_conv", s_conv, low=-math.inf, allowed="a single nonzero number")
     if s.ndim != 0 or float(s) == 0.0:
-        raise ValueError(f"s_conv must be a single nonzero number; got {s_conv!r}")
+        fail("s_conv", "a single nonzero number", s_conv)
     return _result("cells", lc, None, abs(float(s)))

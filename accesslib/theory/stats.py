@@ -21,6 +21,8 @@ from typing import Mapping, Sequence
 import numpy as np
 from scipy.special import expit
 
+from accesslib._checks import check_choice, check_float, check_int, fail
+
 ZERO_HIT = ("bound", "drop")
 
 
@@ -215,7 +217,7 @@ def fit_n50(curve) -> N50Fit:
 
 @dataclass
 class SlopeFit:
-    """Least-squares line n50 = slope*m + intercept (PAPER.md section 5), with R^2."""
+    """Least-squares line n50 = slope*m + intercept (docs/paper.md, section 5), with R^2."""
     slope: float
     intercept: float
     r2: float
@@ -294,9 +296,8 @@ def zero_hit_share(n_samples, level=0.95):
     95%). A token whose true share were larger would have been hit with probability >= level."""
     n = int(n_samples)
     if n < 1:
-        raise ValueError(f"n_samples must be >= 1; got {n_samples!r}")
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1); got {level!r}")
+        fail("n_samples", "a whole number >= 1", n_samples)
+    check_float("level", level, 0, 1, low_open=True, high_open=True)
     return float(-math.expm1(math.log1p(-level) / n))
 
 
@@ -325,8 +326,7 @@ def _log_shares(shares, zero_hit, n_samples, level):
     p = np.asarray(shares, dtype=float)
     if p.ndim != 1 or np.any(p < 0) or not np.all(np.isfinite(p)):
         raise ValueError("shares must be a 1-D array of finite shares >= 0")
-    if zero_hit not in ZERO_HIT:
-        raise ValueError(f"zero_hit must be one of {ZERO_HIT}; got {zero_hit!r}")
+    check_choice("zero_hit", zero_hit, ZERO_HIT)
     if not np.any(p > 0):
         raise ValueError("shares must contain at least one positive share")
     if zero_hit == "drop":
@@ -354,9 +354,8 @@ def log_share_medians(shares, ks=range(1, 7), *, bins=8192, zero_hit="drop", n_s
     _, lp = _log_shares(shares, zero_hit, n_samples, level)
     ks = [int(k) for k in ks]
     if not ks or min(ks) < 1:
-        raise ValueError(f"ks must be whole numbers >= 1; got {ks!r}")
-    if bins < 2:
-        raise ValueError(f"bins must be >= 2; got {bins!r}")
+        fail("ks", "whole numbers >= 1", ks)
+    check_int("bins", bins, 2)
     lo, hi = float(lp.min()), float(lp.max())
     if hi - lo < 1e-12:
         return np.array([k * lo for k in ks])
@@ -410,7 +409,7 @@ class SConv:
 def fit_s_conv(shares, ks=range(1, 7), *, bins=8192, zero_hit="drop", n_samples=None, level=0.95):
     """s_conv (nats/token, negative): least-squares slope of the k-fold log-share medians.
 
-    Reading of [A] (PAPER.md section 4): "fit ln(median) against k". ln of the median of the
+    Reading of [A] (docs/paper.md, section 4): "fit ln(median) against k". ln of the median of the
     product of k shares = median of the sum of k ln p_t, which grows linearly in k; the slope
     is s_conv and |s_conv| replaces ln|V| (:func:`accesslib.theory.refined.cell_slope`). By Jensen,
     the mean of ln p_t over the hit tokens is <= -ln(#hit tokens), so |s_conv| >= about ln|V|

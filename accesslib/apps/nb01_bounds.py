@@ -1,0 +1,263 @@
+"""Notebook 01: the counting bound explorer of [A] (docs/paper.md, section 2)."""
+from __future__ import annotations
+
+import html
+import math
+
+import ipywidgets as W
+import numpy as np
+
+from accesslib.apps.base import App
+from accesslib.plots import bounds as plotting
+from accesslib.results import reference
+from accesslib.theory import bounds
+
+_DESC = {"description_width": "150px"}
+
+CUSTOM = "custom"
+DTYPE_OPTIONS = [("custom ε", CUSTOM), ("float16", "float16"), ("bfloat16", "bfloat16"),
+                 ("float32", "float32"), ("paper (fp16)", bounds.PAPER_DTYPE)]
+NO_PRESET = "(none)"
+DEFAULT_PRESET = "EleutherAI/pythia-160m"
+
+
+def _set_exact(log_slider, value):
+    """Set a log slider and remember the exact value.
+
+    The browser snaps a value set from Python to the slider's step grid (10**(k*step)) and
+    sends the snapped value back; :func:`_exact` then still returns the value we set (e.g.
+    |V| = 50304, not 10**4.70 = 50119), until the user really moves the slider.
+    """
+    log_slider._accesslib_exact = float(value)
+    log_slider.value = value
+
+
+def _is_echo(log_slider, value):
+    exact = getattr(log_slider, "_accesslib_exact", None)
+    if exact is None or value <= 0 or exact <= 0:
+        return False
+    return abs(math.log(value, log_slider.base) - math.log(exact, log_slider.base)) <= log_slider.step / 2 + 1e-9
+
+
+def _exact(log_slider):
+    v = log_slider.value
+    return log_slider._accesslib_exact if _is_echo(log_slider, v) else v
+
+
+def _short(name):
+    return name.split("/")[-1]
+
+
+class BoundsApp(App):
+    """Explore the counting bound N <= (1 + 2r/eps)^(d*m) and its threshold n* = C*m.
+
+    Sliders: d, |V| (log), eps (log), r, m; dtype presets for eps (eps = r * unit roundoff,
+    :func:`accesslib.theory.bounds.eps_for_dtype`); model presets from :mod:`accesslib.results.reference`
+    (d, |V|, r = r_inf, eps = r * 2^-11 as in [A]). Panels: (a) log10 N, (b) log10 of the
+    accessible-fraction bound against n with n* marked, (c) n* = C*m against m with the
+    preset's published n50 points and the theory/experiment ratio.
+    """
+
+    def __init__(self, *, preset=DEFAULT_PRESET, m=1, canvas="auto"):
+        super().__init__(canvas=canvas)
+        self.models = {r["name"]: r for r in reference.models()}
+        self.n50 = reference.n50_points()
+        lay = W.Layout(width="460px")
+        self.d = W.IntSlider(value=768, min=1, max=8192, step=1, description="d (model width)",
+                             style=_DESC, layout=lay, continuous_update=True)
+        self.vocab = W.FloatLogSlider(value=50304, base=10, min=math.log10(2), max=6, step=0.0001,
+                                      description="|V| (vocabulary)", readout_format=",.0f",
+                                      style=_DESC, layout=lay)
+        self.m = W.IntSlider(value=m, min=0, max=64, step=1, description="m (prompt vectors)",
+                             style=_DESC, layout=lay)
+        self.r = W.FloatSlider(value=22.45, min=0, max=300, step=0.05, description="r (support radius)",
+                               readout_format=".2f", style=_DESC, layout=lay)
+        self.eps = W.FloatLogSlider(value=22.45 * 2.0**-11, base=10, min=-10, max=2, step=0.001,
+                                    description="ε (precision)", readout_format=".3g",
+                                    style=_DESC, layout=lay)
+        self.dtype = W.ToggleButtons(options=DTYPE_OPTIONS, value=bounds.PAPER_DTYPE,
+                                     description="ε from dtype", style={**_DESC, "button_width": "92px"})
+        self.preset = W.Dropdown(options=[NO_PRESET] + list(self.models), value=NO_PRESET,
+                                 description="model preset", style=_DESC, layout=W.Layout(width="460px"))
+        self.controls.children = [
+            W.HBox([self.preset]),
+            self.dtype,
+            W.HBox([W.VBox([self.d, self.vocab, self.m]), W.VBox([self.r, self.eps])]),
+        ]
+        _set_exact(self.vocab, 50304)
+        _set_exact(self.eps, 22.45 * 2.0**-11)
+        self._build_figure()
+        self.d.observe(self.refresh, names="value")
+        self.vocab.observe(self.refresh, names="value")
+        self.m.observe(self.refresh, names="value")
+        self.r.observe(self._on_r, names="value")
+        self.eps.observe(self._on_eps, names="value")
+        self.dtype.observe(self._on_dtype, names="value")
+        self.preset.observe(self._on_preset, names="value")
+        if preset not in (None, NO_PRESET):
+            self.preset.value = preset   # sets d, |V|, r, eps and draws
+        else:
+            self.refresh()
+
+    # -- figure -----------------------------------------------------------------------------
+    def _build_figure(self):
+        fig = self.fig
+        gs = fig.add_gridspec(2, 2, height_ratios=[1, 3.4], hspace=0.55, wspace=0.28,
+                              left=0.1, right=0.965, top=0.93, bottom=0.08)
+        ax_a = fig.add_subplot(gs[0, :])
+        ax_b = fig.add_subplot(gs[1, 0])
+        ax_c = fig.add_subplot(gs[1, 1])
+        p = self.params_unchecked()
+        self._shown_preset = None
+        self.art_a = plotting.plot_accessible_count(ax_a, 0.0)
+        self.art_b = plotting.plot_fraction_bound(ax_b, 1, 768, 50304, 22.45 * 2.0**-11, 22.45)
+        self.art_c = plotting.plot_threshold_vs_m(ax_c, 0.0, p["m"])
+
+    def animated_artists(self):
+        return [a for art in (self.art_a, self.art_b, self.art_c) for a in plotting.animated(art)]
+
+    # -- parameters -------------------------------------------------------------------------
+    def params_unchecked(self):
+        return dict(d=int(self.d.value), vocab_size=int(round(_exact(self.vocab))),
+                    eps=float(_exact(self.eps)), r=float(self.r.value), m=int(self.m.value))
+
+    def params(self):
+        """Current (d, vocab_size, eps, r, m), validated by accesslib.theory.bounds (ValueError)."""
+        p = self.params_unchecked()
+        if self.dtype.value != CUSTOM:
+            # the dtype preset defines eps from r: r = 0 has no relative precision
+            if p["r"] <= 0:
+                raise ValueError(f"r must be > 0 when ε comes from a dtype (ε = r × unit roundoff); "
+                                 f"got r = {p['r']:g}. Raise r, or choose 'custom ε'.")
+            p["eps"] = bounds.eps_for_dtype(self.dtype.value, p["r"])
+        return p
+
+    def set(self, **values):
+        """Set several controls at once (d, vocab_size, eps, r, m, dtype, preset); one update."""
+        names = {"d": self.d, "vocab_size": self.vocab, "eps": self.eps, "r": self.r, "m": self.m,
+                 "dtype": self.dtype, "preset": self.preset}
+        unknown = set(values) - set(names)
+        if unknown:
+            raise ValueError(f"unknown control(s) {sorted(unknown)}; known: {sorted(names)}")
+        # a preset first (it sets d, |V|, r, eps), then the explicit values over it
+        order = sorted(values, key=lambda k: (k != "preset", k == "eps"))
+        with self.hold():
+            for k in order:
+                if k == "preset" and self.preset.value == values[k]:
+                    self._apply_preset(values[k])   # re-apply: the user may have moved sliders
+                elif k in ("vocab_size", "eps"):
+                    _set_exact(names[k], values[k])
+                else:
+                    names[k].value = values[k]
+        return self
+
+    # -- callbacks --------------------------------------------------------------------------
+    def _sync_eps(self):
+        """With a dtype preset, eps follows r (eps = r * unit roundoff)."""
+        if self.dtype.value == CUSTOM:
+            return
+        r = float(self.r.value)
+        if r > 0:
+            eps = bounds.eps_for_dtype(self.dtype.value, r)
+            with self.hold():
+                self._setting_eps = True
+                try:
+                    _set_exact(self.eps, min(max(eps, 10.0**self.eps.min), 10.0**self.eps.max))
+                finally:
+                    self._setting_eps = False
+
+    def _on_r(self, change):
+        with self.hold():
+            self._sync_eps()
+
+    def _on_dtype(self, change):
+        with self.hold():
+            self._sync_eps()
+
+    def _on_eps(self, change):
+        if getattr(self, "_setting_eps", False):
+            return
+        if self.dtype.value != CUSTOM and _is_echo(self.eps, change["new"]):
+            return   # the browser snapped our value to its step grid: not a user move
+        # the user moved eps by hand: it no longer follows a dtype
+        if self.dtype.value != CUSTOM:
+            with self.hold():
+                self.dtype.value = CUSTOM
+        else:
+            self.refresh()
+
+    def _on_preset(self, change):
+        self._apply_preset(change["new"])
+
+    def _apply_preset(self, name):
+        if name == NO_PRESET:
+            self.refresh()
+            return
+        row = self.models[name]
+        with self.hold():
+            self.d.value = row["d"]
+            _set_exact(self.vocab, row["vocab_size"])
+            if row.get("r_inf"):
+                self.r.value = row["r_inf"]
+            self.dtype.value = bounds.PAPER_DTYPE
+            self._sync_eps()
+
+    # -- the update -------------------------------------------------------------------------
+    def _published(self):
+        """The selected preset's published n50 points and measured slopes, per dataset."""
+        name = self.preset.value
+        if name == NO_PRESET:
+            return {}, None
+        row = self.models[name]
+        out = {}
+        for ds, key in (("PG19", "slope_pg19"), ("Random", "slope_random")):
+            pts = [p for p in self.n50 if p["model"] == name and p["dataset"] == ds]
+            out[ds] = dict(m=pts[0]["m"] if pts else [], n50=pts[0]["n50"] if pts else [],
+                           slope=row.get(key), label=f"{ds}: n50 published ({_short(name)})")
+        return out, row
+
+    def update(self):
+        p = self.params()
+        d, V, eps, r, m = p["d"], p["vocab_size"], p["eps"], p["r"], p["m"]
+        log10_n = bounds.log10_accessible(d, eps, r, m)
+        C = bounds.slope(d, V, eps, r)
+        ns = bounds.n_star(m, d, V, eps, r)
+        n50 = bounds.n50_bound(m, d, V, eps, r)
+        self.values = dict(log10_accessible=log10_n, C=C, n_star=ns, n50_bound=n50, **p)
+
+        plotting.update_accessible_count(self.art_a, log10_n, extra=f"$= |V|^{{{ns:.1f}}}$")
+        plotting.update_fraction_bound(self.art_b, m, d, V, eps, r)
+        published, row = self._published()
+        ratios = []
+        if row is not None:
+            for ds, key in (("PG19", "slope_pg19"), ("Random", "slope_random")):
+                a = row.get(key)
+                if a:
+                    ratios.append((ds, a, bounds.theory_ratio(C, a)))
+        # theory / experiment: the bound's slope C over the measured slope a
+        self.ratio_text = "\n".join([f"C = {C:,.1f} tokens/vector"] + [
+            f"C / a({ds}) = {q:.1f}×" for ds, a, q in ratios])
+        ratio_html = "".join(f" &nbsp;·&nbsp; C / a({ds}) = <b>{q:.1f}×</b> (a = {a:g})"
+                             for ds, a, q in ratios)
+        if self.preset.value != self._shown_preset:
+            # new published series and legend: the background changes
+            plotting.update_n50_points(self.art_c, published)
+            self._shown_preset = self.preset.value
+            self.invalidate()
+        plotting.update_threshold_vs_m(self.art_c, C, m, text=self.ratio_text)
+
+        self.readout.value = (
+            '<div style="font-size:105%;line-height:1.6">'
+            f"<b>log10 N = {log10_n:,.1f}</b> &nbsp;(at most 10<sup>{log10_n:,.1f}</sup> different outputs) "
+            f"&nbsp;·&nbsp; C = <b>{C:,.1f}</b> tokens/vector &nbsp;·&nbsp; n* = C·m = <b>{ns:,.1f}</b> "
+            f"&nbsp;·&nbsp; n50 ≤ {n50:,.1f}{ratio_html}</div>")
+        eps_note = (f"ε = r·{bounds.UNIT_ROUNDOFF[bounds.canonical_dtype(self.dtype.value)]:.3g} "
+                    f"({self.dtype.value})" if self.dtype.value != CUSTOM else f"ε = {eps:.3g} (custom)")
+        model = "no model preset" if row is None else f"preset {row['name']}"
+        if row is not None and (row["d"] != d or row["vocab_size"] != V):
+            model += " (d or |V| changed since)"
+        if row is not None and not row.get("r_inf"):
+            model += "; r_inf not published for this model, r kept"
+        self.set_status(f"{model} · d = {d}, |V| = {V:,}, r = {r:g}, {eps_note}, m = {m} · "
+                        f"1 + 2r/ε = {1 + 2 * r / eps:,.4g}")
+        self.redraw()

@@ -1,0 +1,129 @@
+"""Notebook 04: what sets the slope?
+
+:class:`SlopeApp`: over the embedded family, measured slope against d and against ln|V| next to
+the predicted C (proportional to d/ln|V|), and whether the ratio C/a stays constant.
+"""
+from __future__ import annotations
+
+import math
+
+import ipywidgets as W
+
+from accesslib.apps.base import App
+from accesslib.results import bundles
+
+_DESC = {"description_width": "120px"}
+
+
+def family_models() -> list[str]:
+    """The embedded models that have a shipped cramming bundle."""
+    from accesslib.models import embedded
+
+    return [n for n in embedded.names() if n in bundles.available("cram")]
+
+
+class SlopeApp(App):
+    """Measured slope a against d and against ln|V| over the embedded family, next to C."""
+
+    figsize = (10.5, 4.0)
+
+    def __init__(self, *, canvas="auto"):
+        super().__init__(canvas=canvas)
+        self.bound = W.Dropdown(options=["ball", "box", "ellipsoid", "cone", "cells"], value="ball",
+                                description="predicted C", style=_DESC)
+        self.dtype = W.ToggleButtons(options=[("paper (fp16)", "paper"), ("bfloat16", "bfloat16"),
+                                              ("float32", "float32")], value="paper",
+                                     description="ε from", style={**_DESC, "button_width": "90px"})
+        self.controls.children = [W.HBox([self.bound]), self.dtype]
+        axes = [self.fig.add_subplot(1, 3, i) for i in (1, 2, 3)]
+        self.fig.subplots_adjust(left=0.08, right=0.98, bottom=0.17, top=0.88, wspace=0.4)
+        self.axes = axes
+        for ax, xl in zip(axes[:2], ["d (model width), |V| fixed", "ln|V|, d fixed"]):
+            ax.set_xlabel(xl)
+            ax.set_ylabel("tokens per vector (log)")
+            ax.set_yscale("log")
+        axes[2].set_xlabel("d / ln|V|")
+        axes[2].set_ylabel("C / a (theory / experiment)")
+        axes[0].set_title("width", fontsize=10)
+        axes[1].set_title("vocabulary", fontsize=10)
+        axes[2].set_title("is the ratio constant?", fontsize=10)
+        from accesslib.plots.bounds import COLORS, STYLE
+
+        self._art = {}
+        for i in (0, 1):
+            ax = axes[i]
+            self._art[i] = dict(
+                a=ax.errorbar([], [], yerr=[], color=COLORS["measured"], label="measured slope a", **STYLE["marker"]),
+                C=ax.plot([], [], color=COLORS["predicted"], marker="_", ms=14, mew=2, lw=2, label="predicted C")[0])
+            from matplotlib.ticker import NullFormatter, ScalarFormatter
+            ax.yaxis.set_major_formatter(ScalarFormatter())
+            ax.yaxis.set_minor_formatter(NullFormatter())
+            ax.legend(fontsize=7.5, loc="best")
+        self._ratio = axes[2].plot([], [], ls="none", marker="o", color=COLORS["measured"])[0]
+        self._ratio_mean = axes[2].axhline(float("nan"), **STYLE["refline"])
+        self._labels = []
+        self.bound.observe(self.refresh, names="value")
+        self.dtype.observe(self.refresh, names="value")
+        self.refresh()
+
+    @staticmethod
+    def _groups(rows):
+        """Models varying d at the most common |V|, and varying |V| at the most common d."""
+        from collections import Counter
+
+        if not rows:
+            return [], []
+        v0 = Counter(r["vocab_size"] for r in rows).most_common(1)[0][0]
+        d0 = Counter(r["d"] for r in rows).most_common(1)[0][0]
+        by_d = sorted((r for r in rows if r["vocab_size"] == v0), key=lambda r: r["d"])
+        by_v = sorted((r for r in rows if r["d"] == d0), key=lambda r: r["vocab_size"])
+        return by_d, by_v
+
+    def update(self):
+        from accesslib.plots.cramming import _set_errorbar
+
+        rows = [r for r in bundles.family_table(family_models(), bound=self.bound.value, dtype=self.dtype.value)
+                if r["slope"]]
+        if not rows:
+            raise ValueError("no embedded model has a cramming bundle with a slope fit yet; "
+                             "run scripts/make_bundles.py")
+        self.rows = rows
+        by_d, by_v = self._groups(rows)
+        for i, (grp, key) in enumerate([(by_d, "d"), (by_v, "ln_vocab")]):
+            xs = [r[key] for r in grp]
+            _set_errorbar(self._art[i]["a"], xs, [r["slope"] for r in grp],
+                          [r["slope_stderr"] or 0.0 for r in grp])
+            self._art[i]["C"].set_data(xs, [r["C"] if r["C"] else float("nan") for r in grp])
+            ax = self.axes[i]
+            vals = [v for r in grp for v in (r["slope"], r["C"]) if v]
+            if xs:
+                pad = (max(xs) - min(xs)) * 0.1 or 1.0
+                ax.set_xlim(min(xs) - pad, max(xs) + pad)
+            if vals:
+                ax.set_ylim(min(vals) / 2, max(vals) * 2)
+        x = [r["d"] / r["ln_vocab"] for r in rows]
+        y = [r["ratio"] if r["ratio"] else float("nan") for r in rows]
+        self._ratio.set_data(x, y)
+        good = [v for v in y if math.isfinite(v)]
+        mean = sum(good) / len(good) if good else float("nan")
+        self._ratio_mean.set_ydata([mean, mean])
+        for t in self._labels:
+            t.remove()
+        self._labels = [self.axes[2].annotate(r["model"].replace("tiny-", ""), (xi, yi), fontsize=7,
+                                              xytext=(3, 3), textcoords="offset points")
+                        for r, xi, yi in zip(rows, x, y) if math.isfinite(yi)]
+        if good:
+            self.axes[2].set_xlim(0, max(x) * 1.15)
+            self.axes[2].set_ylim(0, max(good) * 1.3)
+        spread = (max(good) / min(good)) if good else float("nan")
+        self.readout.value = (
+            "<table style='font-size:90%' cellpadding='3'><tr><th>model</th><th>d</th><th>|V|</th>"
+            "<th>measured a</th><th>R²</th><th>C</th><th>C/a</th></tr>" + "".join(
+                f"<tr><td>{r['model']}</td><td>{r['d']}</td><td>{r['vocab_size']}</td>"
+                f"<td>{r['slope']:.2f} ± {(r['slope_stderr'] or float('nan')):.2f}</td>"
+                f"<td>{(r['r2'] if r['r2'] is not None else float('nan')):.3f}</td>"
+                f"<td>{(r['C'] or float('nan')):.1f}</td><td>{(r['ratio'] or float('nan')):.1f}</td></tr>"
+                for r in rows) + "</table>"
+            + f"<p>C/a ranges over a factor {spread:.2f} across the family (mean {mean:.1f}).</p>")
+        self.values = dict(rows=rows, ratio_mean=mean, ratio_spread=spread)
+        self.redraw()
