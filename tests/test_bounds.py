@@ -156,3 +156,31 @@ def test_invalid_input_names_parameter(call, name):
     assert msg.startswith(name + " ")
     # and says what is allowed
     assert any(w in msg for w in (">", "one of", "finite", "whole number"))
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: bounds.slope(2.5, V, EPS, R), "d must be a whole number >= 1; got 2.5"),
+    (lambda: bounds.slope(D, 1, EPS, R), "vocab_size must be a whole number >= 2; got 1"),
+    (lambda: bounds.slope(D, V, 0.0, R), "eps must be a number > 0; got 0.0"),
+    (lambda: bounds.log10_accessible(D, EPS, R, float("inf")), "m must be a number >= 0; got inf"),
+    (lambda: bounds.log10_accessible("768", EPS, R, 1), "d must be a whole number >= 1; got '768'"),
+    (lambda: bounds.eps_for_dtype("float8", R),
+     "dtype must be one of 'float16', 'bfloat16', 'float32', 'paper'; got 'float8'"),
+    (lambda: bounds.theory_ratio(20.0, 0), "measured_slope must be a number > 0; got 0"),
+])
+def test_invalid_input_message_style(call, message):
+    # accesslib._checks' one style: "<name> must be <allowed>; got <value>"
+    with pytest.raises(ValueError) as e:
+        call()
+    assert str(e.value) == message
+
+
+def test_bounds_does_not_import_refined():
+    # refined imports bounds (ball counts), never the other way round; no lazy re-exports
+    import subprocess
+    import sys
+    code = ("import sys, accesslib.theory.bounds as b; "
+            "print('accesslib.theory.refined' in sys.modules, hasattr(b, 'box_slope'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"]

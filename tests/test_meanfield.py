@@ -45,7 +45,7 @@ def test_positions_or_causal_mask_break_the_invariance(model):
 def test_duplicate_helper():
     np.testing.assert_array_equal(mf.duplicate([1, 2, 3], 2), [1, 1, 2, 2, 3, 3])
     np.testing.assert_allclose(mf.empirical_measure([0, 0, 2], 3), [2 / 3, 0, 1 / 3])
-    with pytest.raises(ValueError, match="k"):
+    with pytest.raises(ValueError, match=r"^k must be a whole number in 1\.\.1000; got 0$"):
         mf.duplicate([1], 0)
 
 
@@ -68,12 +68,14 @@ def test_exact_measure_context_matches_measure_forward(model):
 
 
 def test_bad_input(model):
-    with pytest.raises(ValueError, match="ids"):
+    with pytest.raises(ValueError, match=r"^ids must be a non-empty 1-D sequence of token ids in 0\.\.5; got \[0, 9\]$"):
         model.forward_tokens([0, 9])
-    with pytest.raises(ValueError, match="p must"):
+    with pytest.raises(ValueError, match=r"^p must be 6 non-negative weights with a positive sum; got "):
         model.forward_measure(np.ones(3))
-    with pytest.raises(ValueError, match="d must"):
+    with pytest.raises(ValueError, match=r"^d must be a multiple of heads; got d=10, heads=3$"):
         mf.PositionFreeTransformer.random(d=10, heads=3)
+    with pytest.raises(ValueError, match=r"^vocab_size must be a whole number in 2\.\.10000; got 1$"):
+        mf.PositionFreeTransformer.random(vocab_size=1)
 
 
 def test_meanfield_app_headless():

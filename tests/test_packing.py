@@ -76,20 +76,26 @@ def test_greedy_seeded():
     np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("kw,word", [
-    (dict(r=-1, eps=1, d=2), "r"), (dict(r=1, eps=0, d=2), "eps"), (dict(r=1, eps=1, d=0), "d"),
-    (dict(r=1, eps=float("nan"), d=2), "eps"), (dict(r=1, eps=1, d=2.5), "d"),
+@pytest.mark.parametrize("kw,message", [
+    (dict(r=-1, eps=1, d=2), "r must be a number >= 0; got -1"),
+    (dict(r=1, eps=0, d=2), "eps must be a number > 0; got 0"),
+    (dict(r=1, eps=1, d=0), "d must be a whole number in 1..6; got 0"),
+    (dict(r=1, eps=float("nan"), d=2), "eps must be a finite number > 0; got nan"),
+    (dict(r=1, eps=1, d=2.5), "d must be a whole number in 1..6; got 2.5"),
 ])
-def test_bad_input(kw, word):
-    with pytest.raises(ValueError, match=word):
+def test_bad_input(kw, message):
+    with pytest.raises(ValueError) as e:
         packing.grid_count(**kw)
+    assert str(e.value) == message
 
 
 def test_too_many_points_is_a_clear_error():
     with pytest.raises(ValueError, match="eps"):
         packing.grid_points(1000, 1, 3)
-    with pytest.raises(ValueError, match="method"):
+    with pytest.raises(ValueError, match=r"^method must be one of 'grid', 'lattice', 'greedy'; got 'hexagon'$"):
         packing.points("hexagon", 1, 1, 2)
+    with pytest.raises(ValueError, match=r"^method must be one of 'grid', 'lattice'; got 'greedy'$"):
+        packing.count_curve(2, [1.0], "greedy")
 
 
 # ---------------------------------------------------------------- the Apps (headless)

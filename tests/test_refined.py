@@ -106,20 +106,25 @@ def test_ellipsoid_slope_and_cell_slope():
     assert c.denominator == pytest.approx(12.87)
 
 
-@pytest.mark.parametrize("call,name", [
-    (lambda: log_cone_fraction(1, 0.5), "d"),
-    (lambda: log_cone_fraction(10, -0.1), "phi"),
-    (lambda: log_cone_fraction(10, 4.0), "phi"),
-    (lambda: cone_half_angle(1.5), "min_cos"),
-    (lambda: box_slope([-1.0], 100, 0.1), "widths"),
-    (lambda: box_slope([[1.0]], 100, 0.1), "widths"),
-    (lambda: box_slope([1.0], 1, 0.1), "vocab_size"),
-    (lambda: box_slope([1.0], 100, 0.0), "eps"),
-    (lambda: ellipsoid_slope([], 100, 0.1), "semi_axes"),
-    (lambda: cell_slope(10.0, 0.0), "s_conv"),
-    (lambda: cell_slope(-1.0, -3.0), "log_count"),
-    (lambda: cone_slope(10, 100, 0.1, -1.0, 0.3), "r"),
+@pytest.mark.parametrize("call,message", [
+    (lambda: log_cone_fraction(1, 0.5), "d must be a whole number >= 2; got 1"),
+    (lambda: log_cone_fraction(10, -0.1), "phi must be angles in [0, pi]; got -0.1"),
+    (lambda: log_cone_fraction(10, 4.0), "phi must be angles in [0, pi]; got 4.0"),
+    (lambda: cone_half_angle(1.5), "min_cos must be cosines in [-1, 1]; got 1.5"),
+    (lambda: box_slope([-1.0], 100, 0.1),
+     "widths must be a non-empty 1-D list of per-coordinate extents >= 0; got [-1.0]"),
+    (lambda: box_slope([[1.0]], 100, 0.1),
+     "widths must be a non-empty 1-D list of per-coordinate extents >= 0; got [[1.0]]"),
+    (lambda: box_slope([1.0], 1, 0.1), "vocab_size must be a whole number >= 2; got 1"),
+    (lambda: box_slope([1.0], 100, 0.0), "eps must be a number > 0; got 0.0"),
+    (lambda: ellipsoid_slope([], 100, 0.1), "semi_axes must be a non-empty 1-D list of semi-axes >= 0; got []"),
+    (lambda: cell_slope(10.0, 0.0), "s_conv must be a single nonzero number; got 0.0"),
+    (lambda: cell_slope(-1.0, -3.0), "log_count must be a number >= 0; got -1.0"),
+    (lambda: cone_slope(10, 100, 0.1, -1.0, 0.3), "r must be a number >= 0; got -1.0"),
+    (lambda: ball_log_count([768, 1024], 1.0, 2.0), "d must be a single whole number; got [768, 1024]"),
 ])
-def test_bad_input_names_parameter(call, name):
-    with pytest.raises(ValueError, match=name):
+def test_bad_input_names_parameter(call, message):
+    # accesslib._checks' one style: "<name> must be <allowed>; got <value>"
+    with pytest.raises(ValueError) as e:
         call()
+    assert str(e.value) == message

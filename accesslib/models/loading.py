@@ -25,6 +25,9 @@ from typing import Any
 
 import torch
 
+from accesslib._checks import check_choice, check_int
+from accesslib.models import facts
+
 FAMILIES = ("gpt_neox", "gpt2", "llama", "qwen2", "gemma3", "mamba")
 
 _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
@@ -38,9 +41,13 @@ _FALLBACK_DEFAULT = "tiny-d32-v257"
 class ModelFacts:
     """What the cramming engine and the bounds need to know about a model.
 
+    Each fact comes from :mod:`accesslib.models.facts` (the one place it is computed).
     d: width of the input embeddings (the size of one memory vector).
     vocab_size: |V| as greedy decoding sees it, i.e. the number of rows of the unembedding
-        (the output size of the LM head, which may exceed the tokenizer's size).
+        (the output size of the LM head, which may exceed the tokenizer's size):
+        ``facts.vocab_size``. Cramming only uses the ids both embeddings have
+        (``facts.shared_vocab_size``), which is the same number for every shipped family.
+    max_context: ``facts.max_context`` (None for recurrent models).
     embed_scale: factor the embedding layer multiplies its output by (Gemma: sqrt(d)); a soft
         prompt enters after that layer, so its natural scale is std(embedding matrix) * embed_scale.
     """
@@ -107,48 +114,19 @@ def _check_device(device) -> str:
     return dev
 
 
-def _max_context(config) -> int | None:
-    for key in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
-        v = getattr(config, key, None)
-        if isinstance(v, int) and v > 0:
-            return v
-    return None   # recurrent models (Mamba) have no fixed context
-
-
-def _embed_scale(model) -> float:
-    """Factor by which the input-embedding module scales its rows (Gemma: sqrt(d)).
-
-    Measured, not guessed from the family: embed a few ids and compare with the raw matrix rows,
-    so that any model whose embedding layer rescales is handled."""
-    emb = model.get_input_embeddings()
-    w = emb.weight
-    ids = torch.arange(min(8, w.shape[0]), device=w.device)[None]
-    with torch.no_grad():
-        out = emb(ids)[0].float()
-        raw = w[ids[0]].float()
-    den = raw.norm()
-    if den == 0:
-        return float(getattr(emb, "scalar_embed_scale", 1.0))
-    s = float(out.norm() / den)
-    return 1.0 if abs(s - 1.0) < 1e-3 else s
-
-
 def facts_of(model, name: str = "", source: str = "config") -> ModelFacts:
     """ModelFacts read off a transformers causal LM (see ModelFacts for the meaning of each)."""
     config = model.config
-    emb_in = model.get_input_embeddings()
-    head = model.get_output_embeddings()
-    vocab = int(head.weight.shape[0]) if head is not None else int(emb_in.weight.shape[0])
     p = next(model.parameters())
     return ModelFacts(
         name=name or getattr(config, "_name_or_path", "") or config.model_type,
         family=str(getattr(config, "model_type", "unknown")),
-        d=int(emb_in.weight.shape[1]),
-        vocab_size=vocab,
+        d=int(model.get_input_embeddings().weight.shape[1]),
+        vocab_size=facts.vocab_size(model),
         dtype=_dtype_name(p.dtype),
         device=str(p.device),
-        max_context=_max_context(config),
-        embed_scale=_embed_scale(model),
+        max_context=facts.max_context(config),
+        embed_scale=facts.embed_scale(model),
         source=source,
         n_params=int(sum(t.numel() for t in model.parameters())),
     )
@@ -277,6 +255,7 @@ def tiny_config(family: str, d: int = 32, vocab_size: int = 64, layers: int = 2,
                 max_context: int = 512, **overrides):
     """A transformers config for a small model of the given family (see FAMILIES)."""
     import transformers as tf
+    check_choice("family", family, FAMILIES)
     h = _heads(d)
     common = dict(vocab_size=vocab_size, tie_word_embeddings=False)
     if family == "gpt_neox":
@@ -306,8 +285,6 @@ def tiny_config(family: str, d: int = 32, vocab_size: int = 64, layers: int = 2,
         cfg = tf.MambaConfig(hidden_size=d, state_size=8, num_hidden_layers=layers, expand=2,
                              conv_kernel=4, bos_token_id=0, eos_token_id=0, pad_token_id=0,
                              **common)
-    else:
-        raise ValueError(f"family must be one of {', '.join(FAMILIES)}; got {family!r}")
     for k, v in overrides.items():
         setattr(cfg, k, v)
     return cfg
@@ -320,11 +297,10 @@ def tiny_model(family: str, d: int = 32, vocab_size: int = 64, layers: int = 2, 
     The global torch RNG is left as it was (the init runs inside ``torch.random.fork_rng``).
     Extra keyword arguments override config fields (e.g. ``initializer_range=0.1``).
     """
-    if family not in FAMILIES:
-        raise ValueError(f"family must be one of {', '.join(FAMILIES)}; got {family!r}")
-    for pname, v, lo in (("d", d, 4), ("vocab_size", vocab_size, 2), ("layers", layers, 1)):
-        if not isinstance(v, int) or v < lo:
-            raise ValueError(f"{pname} must be an integer >= {lo}; got {v!r}")
+    check_choice("family", family, FAMILIES)
+    d = check_int("d", d, 4)
+    vocab_size = check_int("vocab_size", vocab_size, 2)
+    layers = check_int("layers", layers, 1)
     dt, dev = torch_dtype(dtype), _check_device(device)
     from transformers import AutoModelForCausalLM
     import transformers

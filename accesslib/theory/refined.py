@@ -51,7 +51,7 @@ def _single(name, value, *, low, low_open=False, integer=False):
     """One number (not an array), checked by :func:`accesslib._checks.check_array`."""
     arr = check_array(name, value, low=low, low_open=low_open, integer=integer)
     if arr.ndim != 0:
-        fail(name, "a single number, not an array", value)
+        fail(name, "a single whole number" if integer else "a single number", value)
     return float(arr)
 
 
@@ -181,9 +181,10 @@ def box_slope(widths, vocab_size, eps, r=None):
     ``r`` (optional): the ball radius to compare with; then log_fraction =
     sum_i ln(1 + w_i/eps) - d ln(1 + 2r/eps) (<= 0 when every w_i <= 2r).
     """
-    w = check_array("widths", widths, low=0)
+    allowed = "a non-empty 1-D list of per-coordinate extents >= 0"
+    w = check_array("widths", widths, low=0, allowed=allowed)
     if w.ndim != 1 or w.size == 0:
-        fail("widths", "a non-empty 1-D list of per-coordinate extents", widths)
+        fail("widths", allowed, widths)
     V = _vocab(vocab_size)
     eps = _single("eps", eps, low=0, low_open=True)
     log_count = float(np.sum(np.log1p(w / eps)))
@@ -214,9 +215,10 @@ def ellipsoid_slope(semi_axes, vocab_size, eps, r=None):
     [A]'s Theorem 4.5, an assumption for the grid view). With :func:`accesslib.engine.geometry`'s
     fit, a_i = max |projection| of the samples, so the box contains every sample.
     """
-    a = check_array("semi_axes", semi_axes, low=0)
+    allowed = "a non-empty 1-D list of semi-axes >= 0"
+    a = check_array("semi_axes", semi_axes, low=0, allowed=allowed)
     if a.ndim != 1 or a.size == 0:
-        fail("semi_axes", "a non-empty 1-D list of semi-axes", semi_axes)
+        fail("semi_axes", allowed, semi_axes)
     V = _vocab(vocab_size)
     eps = _single("eps", eps, low=0, low_open=True)
     log_count = float(np.sum(np.log1p(2.0 * a / eps)))
