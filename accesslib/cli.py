@@ -12,18 +12,26 @@ measures the support of the final hidden states, the decoder-cell shares and the
 eps, prints every refined slope (and its ratio to a measured slope when one is known) and
 writes the record the apps read (docs/paper.md, sections 3-4).
 
-Subcommands are registered in ``SUBCOMMANDS`` (name -> (add_arguments, run)); a module of the
-package may also offer ``add_subcommand(subparsers)`` (adding its parser with
-``set_defaults(_run=run)``) and be listed in ``PLUGIN_MODULES``.
-Bad arguments give a one-line error and exit code 2.
+    python -m accesslib sweep examples/sweep-tiny.yaml --workers 2
+
+runs a cramming sweep described by a YAML file on Dask (a LocalCluster by default, or a running
+scheduler), writing to the results store; the same command again resumes (docs/sweeps.md).
+
+Every subcommand is in ``SUBCOMMANDS`` (name -> (add_arguments, run, help)); the modules it runs
+are imported when the subcommand runs, so ``--help`` stays fast. Bad arguments give a one-line
+error and exit code 2 (argument values are checked by :mod:`accesslib._checks`, in its one style).
 """
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
-PLUGIN_MODULES = ("accesslib.experiments.sweep",)
+from accesslib._checks import arg_type, check_float, check_int, fail
+
+#: argparse types: whole numbers >= 1 / >= 0, numbers > 0
+_POSITIVE_INT = arg_type(check_int, 1)
+_COUNT = arg_type(check_int, 0)
+_POSITIVE_FLOAT = arg_type(check_float, 0, low_open=True)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,56 +39,36 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _positive_int(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {v}")
-    return v
-
-
-def _positive_float(text):
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {v}")
-    return v
-
-
 # --- cram ------------------------------------------------------------------------------------
 def _add_cram(p: argparse.ArgumentParser):
     p.add_argument("--model", required=True,
                    help="embedded or offline short name, local directory, hub name, or tiny:FAMILY[:d] "
                         "(a random tiny model, e.g. tiny:gpt_neox)")
-    p.add_argument("--m", type=_positive_int, nargs="+", default=[1, 2, 3, 4], metavar="M",
+    p.add_argument("--m", type=_POSITIVE_INT, nargs="+", default=[1, 2, 3, 4], metavar="M",
                    help="numbers of memory vectors (default 1 2 3 4)")
-    p.add_argument("--samples", type=_positive_int, default=16, help="strings per length (default 16)")
+    p.add_argument("--samples", type=_POSITIVE_INT, default=16, help="strings per length (default 16)")
     p.add_argument("--source", choices=("natural", "words", "tokens"), default="natural",
                    help="target strings: natural text, random words, uniform random tokens")
-    p.add_argument("--lengths", type=_positive_int, nargs="+", metavar="N",
+    p.add_argument("--lengths", type=_POSITIVE_INT, nargs="+", metavar="N",
                    help="measure exactly these lengths (search=grid); default: adaptive search")
     p.add_argument("--search", choices=("bisect", "paper", "grid"),
                    help="length search (default bisect, or grid when --lengths is given)")
     p.add_argument("--protocol", choices=("paper", "fast"), default="paper",
                    help="cramming settings: [A]'s published protocol or the engine's fast one")
-    p.add_argument("--max-steps", type=_positive_int, help="override the protocol's step limit")
-    p.add_argument("--patience", type=_positive_int, help="override the protocol's patience")
-    p.add_argument("--lr", type=_positive_float, help="override the protocol's learning rate")
+    p.add_argument("--max-steps", type=_POSITIVE_INT, help="override the protocol's step limit")
+    p.add_argument("--patience", type=_POSITIVE_INT, help="override the protocol's patience")
+    p.add_argument("--lr", type=_POSITIVE_FLOAT, help="override the protocol's learning rate")
     p.add_argument("--bos", action="store_true",
                    help="put the model's BOS token before the memory (real models use it as an "
                         "attention sink)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the targets and the initial memory")
-    p.add_argument("--precision", type=_positive_float, default=0.02,
+    p.add_argument("--seed", type=_COUNT, default=0, help="seed of the targets and the initial memory")
+    p.add_argument("--precision", type=_POSITIVE_FLOAT, default=0.02,
                    help="bisect search: target relative stderr of n50 (default 0.02)")
-    p.add_argument("--max-length", type=_positive_int, default=1000, help="longest target (default 1000)")
+    p.add_argument("--max-length", type=_POSITIVE_INT, default=1000, help="longest target (default 1000)")
     p.add_argument("--store", help="results store file (default: ACCESSLIB_HOME/results.sqlite)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
-    p.add_argument("--threads", type=_positive_int, help="torch CPU threads")
+    p.add_argument("--threads", type=_POSITIVE_INT, help="torch CPU threads")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -91,20 +79,20 @@ def _load(name: str, dtype: str, device: str):
         family = parts[1] if len(parts) > 1 else ""
         d = int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else 32
         if len(parts) > 3 or (len(parts) > 2 and not parts[2].isdigit()):
-            raise ValueError(f"--model tiny:FAMILY[:d] expected, got {name!r}")
+            fail("--model", "tiny:FAMILY or tiny:FAMILY:d for a tiny random model", name)
         return models.tiny_model(family, d=d)
     return models.load_model(name, dtype=dtype, device=device)
 
 
 def _run_cram(args) -> int:
     from accesslib.experiments.curves import accessibility_curve
-    from accesslib.theory.stats import fit_slope
     from accesslib.results.store import ResultsStore
+    from accesslib.theory.stats import fit_slope
 
     if args.search == "grid" and not args.lengths:
-        raise ValueError("--search grid needs --lengths")
+        fail("--lengths", "given with --search grid", args.lengths)
     if args.lengths and args.search not in (None, "grid"):
-        raise ValueError(f"--lengths goes with --search grid, not {args.search}")
+        fail("--search", "grid (or left out) when --lengths is given", args.search)
     if args.threads:
         import torch
         torch.set_num_threads(args.threads)
@@ -148,7 +136,7 @@ def _run_cram(args) -> int:
             line = (f"m={m}: n50 = {fit.n50:.1f} +- {fit.stderr:.1f}  (k={fit.k:.3g}, {fit.method})"
                     if fit.ok else f"m={m}: n50 not found: {fit.message}")
             (bar.write if bar is not None else print)(
-                f"{line}; {curve.strings_crammed} crammed, {curve.strings_from_store} from store; {pts}")
+    f"{line}; {curve.strings_crammed} crammed, {curve.strings_from_store} from store; {pts}")
     except KeyboardInterrupt:
         if bar is not None:
             bar.close()
@@ -171,15 +159,15 @@ def _run_cram(args) -> int:
 def _add_geometry(p: argparse.ArgumentParser):
     p.add_argument("--model", required=True,
                    help="embedded or offline short name, local directory, hub name, or tiny:FAMILY[:d]")
-    p.add_argument("--lengths", type=_positive_int, nargs="+", metavar="L",
+    p.add_argument("--lengths", type=_POSITIVE_INT, nargs="+", metavar="L",
                    help="random-token sequence lengths for the support (default 4, 8, ... up to "
                         "min(1024, context))")
-    p.add_argument("--per-length", type=_positive_int, default=None,
+    p.add_argument("--per-length", type=_POSITIVE_INT, default=None,
                    help="support samples per length (default 256)")
     p.add_argument("--support-samples", default=None, metavar="FILE.npy",
                    help="reuse the support samples in this file when it exists, else measure "
                         "them and save them there (reruns with other cell settings are cheap)")
-    p.add_argument("--cells", type=int, default=None, metavar="N",
+    p.add_argument("--cells", type=_COUNT, default=None, metavar="N",
                    help="Monte Carlo cell samples (default 1,000,000; 0: no cells)")
     p.add_argument("--support", choices=("box", "ball", "hull"), default="box",
                    help="where cell samples are drawn (default: the measured box)")
@@ -190,16 +178,16 @@ def _add_geometry(p: argparse.ArgumentParser):
                         "tokens dropped)")
     p.add_argument("--dtype-eps", default="paper", choices=("paper", "float16", "bfloat16", "float32"),
                    help="eps = r_inf x unit roundoff of this dtype (paper: 2^-11)")
-    p.add_argument("--effective-eps", type=int, default=16, metavar="K",
+    p.add_argument("--effective-eps", type=_COUNT, default=16, metavar="K",
                    help="random directions for the effective eps (0: skip)")
-    p.add_argument("--slope", type=_positive_float, default=None,
+    p.add_argument("--slope", type=_POSITIVE_FLOAT, default=None,
                    help="a measured slope (tokens per vector) to divide by; default: the "
                         "model's shipped cramming bundle, when there is one")
     p.add_argument("--out", default=None, help="write the geometry record (JSON) here")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_COUNT, default=0)
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32")
-    p.add_argument("--threads", type=_positive_int, default=None, help="torch CPU threads")
+    p.add_argument("--threads", type=_POSITIVE_INT, default=None, help="torch CPU threads")
     p.add_argument("--no-progress", action="store_true")
 
 
@@ -208,16 +196,12 @@ def _run_geometry(args) -> int:
     import math
     import os
 
+    from accesslib.engine import geometry
     from accesslib.results import bundles
 
-    from accesslib.engine import geometry
-
-    if args.cells is not None and args.cells < 0:
-        raise ValueError(f"--cells must be >= 0; got {args.cells}")
-    if args.effective_eps < 0:
-        raise ValueError(f"--effective-eps must be >= 0; got {args.effective_eps}")
     if args.out and not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
-        raise ValueError(f"--out: folder {os.path.dirname(os.path.abspath(args.out))} does not exist")
+        fail("--out", f"a file in an existing folder ({os.path.dirname(os.path.abspath(args.out))} "
+             f"does not exist)", args.out)
     if args.threads:
         import torch
         torch.set_num_threads(args.threads)
@@ -228,8 +212,8 @@ def _run_geometry(args) -> int:
         import numpy as np
         samples = np.load(args.support_samples)
         if samples.ndim != 2 or samples.shape[1] != lm.facts.d:
-            raise ValueError(f"--support-samples {args.support_samples}: expected [N, d={lm.facts.d}] "
-                             f"samples, got shape {samples.shape}")
+            fail("--support-samples", f"a .npy file of samples [N, d={lm.facts.d}] (this one has shape "
+                 f"{samples.shape})", args.support_samples)
         print(f"support samples from {args.support_samples}: {samples.shape[0]:,}")
     elif args.support_samples:
         import numpy as np
@@ -284,11 +268,60 @@ def _run_geometry(args) -> int:
     return 0
 
 
-#: name -> (add_arguments(parser), run(args) -> exit code, one-line help)
+# --- sweep -----------------------------------------------------------------------------------
+def _add_sweep(p: argparse.ArgumentParser):
+    from accesslib.experiments.sweep import WRITE  # the sweep's description: no torch, no Dask
+
+    p.description = ("Run the sweep described in FILE (see examples/sweep-tiny.yaml) on a Dask "
+                     "LocalCluster (default) or an existing scheduler; results go to the results "
+                     "store; running the same command again resumes.")
+    p.add_argument("file", help="sweep description (YAML)")
+    p.add_argument("--scheduler", default=None,
+                   help="Dask scheduler address (tcp://host:8786); 'inprocess' runs the jobs here, "
+                        "one after another; default: a LocalCluster")
+    p.add_argument("--workers", type=_POSITIVE_INT, default=None, help="LocalCluster worker processes")
+    p.add_argument("--store", default=None, help="results store path (overrides the file)")
+    p.add_argument("--write", choices=WRITE, default=None,
+                   help="who writes rows: each worker, or the client (multi-host clusters)")
+    p.add_argument("--dry-run", action="store_true", help="list the jobs and exit")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _run_sweep(args) -> int:
+    """Exit status 0 done, 1 failed jobs, 130 interrupted (a bad description: 2, from main)."""
+    from accesslib.experiments import sweep
+
+    spec = sweep.load_spec(args.file, store=args.store, workers=args.workers)
+    if args.dry_run:
+        jobs = spec.jobs()
+        print(f"{len(jobs)} jobs, store {spec.store_path()}")
+        for j in jobs:
+            print(" ", j.key)
+        return 0
+    try:
+        report = sweep.run_sweep(spec, scheduler=args.scheduler, progress=not args.no_progress,
+                                 write=args.write)
+    except KeyboardInterrupt:
+        print("\ninterrupted: finished strings are in the store; run the same command to resume")
+        return 130
+    print(f"{report.done} jobs run, {report.skipped} already done, {report.crammed} strings crammed "
+          f"in {report.wall_time:.1f} s; store {spec.store_path()}")
+    for job, err in report.failed:
+        print(f"failed: {job.key}: {err}")
+    print(sweep.format_table(report.table()))
+    if report.interrupted:
+        print("interrupted: run the same command to resume")
+        return 130
+    return 1 if report.failed else 0
+
+
+#: name -> (add_arguments(parser), run(args) -> exit code, one-line help): every subcommand
 SUBCOMMANDS = {
     "cram": (_add_cram, _run_cram, "measure accessibility curves, n50 per m and the slope"),
     "geometry": (_add_geometry, _run_geometry,
                  "measure the support, decoder cells and effective eps; print every refined slope"),
+    "sweep": (_add_sweep, _run_sweep,
+              "run a cramming sweep (YAML file) on Dask: local processes or a cluster"),
 }
 
 
@@ -299,13 +332,6 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_, description=help_)
         add(p)
         p.set_defaults(_run=run)
-    for mod in PLUGIN_MODULES:
-        try:
-            module = importlib.import_module(mod)
-        except ImportError:
-            continue
-        if hasattr(module, "add_subcommand"):
-            module.add_subcommand(sub)
     return parser
 
 

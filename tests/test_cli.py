@@ -26,7 +26,14 @@ def test_cram_end_to_end_on_a_tiny_model(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, msg", [
-    (["cram", "--model", "x", "--m", "0"], "--m: expected an integer >= 1"),
+    (["cram", "--model", "x", "--m", "0"], "argument --m: must be a whole number >= 1; got 0"),
+    (["cram", "--model", "x", "--lr", "0"], "argument --lr: must be a number > 0; got 0.0"),
+    (["cram", "--model", "x", "--precision", "abc"], "argument --precision: must be a finite number > 0; got 'abc'"),
+    (["geometry", "--model", "x", "--cells", "-1"], "argument --cells: must be a whole number >= 0; got -1"),
+    (["geometry", "--model", "x", "--effective-eps", "1.5"],
+     "argument --effective-eps: must be a whole number >= 0; got '1.5'"),
+    (["sweep", "x.yaml", "--workers", "0"], "argument --workers: must be a whole number >= 1; got 0"),
+    (["sweep", "x.yaml", "--write", "nfs"], "argument --write: invalid choice: 'nfs'"),
     (["cram", "--m", "1"], "the following arguments are required: --model"),
     (["cram", "--model", "x", "--source", "pg19"], "invalid choice: 'pg19'"),
     (["nonsense"], "invalid choice: 'nonsense'"),
@@ -47,7 +54,11 @@ def test_library_errors_are_one_line_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "family must be one of" in err[0]
     assert main(["cram", "--model", "tiny:gpt_neox", "--search", "grid", "--no-progress"]) == 2
-    assert "--search grid needs --lengths" in capsys.readouterr().err
+    assert capsys.readouterr().err == ("accesslib cram: error: --lengths must be given with --search grid; "
+                                       "got None\n")
+    assert main(["cram", "--model", "tiny:gpt_neox:x", "--no-progress"]) == 2
+    assert ("--model must be tiny:FAMILY or tiny:FAMILY:d for a tiny random model; got 'tiny:gpt_neox:x'"
+            in capsys.readouterr().err)
 
 
 def test_module_entry_point():
@@ -60,9 +71,8 @@ def test_geometry_prints_every_slope_and_writes_the_record(tmp_path, capsys):
     import json
     import math
 
-    from accesslib.theory import bounds
-
     from accesslib.results import bundles
+    from accesslib.theory import bounds
     out = tmp_path / "g.json"
     argv = ["geometry", "--model", "tiny-d32-v257", "--lengths", "4", "16", "--per-length", "40",
             "--cells", "20000", "--effective-eps", "4", "--out", str(out), "--threads", "1",
@@ -91,13 +101,23 @@ def test_geometry_prints_every_slope_and_writes_the_record(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, msg", [
-    (["geometry", "--model", "tiny-d32-v257", "--cells", "-1"], "--cells must be >= 0"),
-    (["geometry", "--model", "tiny-d32-v257", "--out", "/nonexistent/dir/g.json"], "does not exist"),
+    (["geometry", "--model", "tiny-d32-v257", "--out", "/nonexistent/dir/g.json"],
+     "accesslib geometry: error: --out must be a file in an existing folder (/nonexistent/dir does not "
+     "exist); got '/nonexistent/dir/g.json'"),
 ])
 def test_geometry_bad_values_one_line(argv, msg, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert msg in err and len(err.strip().splitlines()) == 1
+
+
+def test_every_subcommand_is_in_the_cli():
+    # no plugin registry: the command line lists every subcommand itself
+    from accesslib import cli
+    assert set(cli.SUBCOMMANDS) == {"cram", "geometry", "sweep"}
+    assert not hasattr(cli, "PLUGIN_MODULES")
+    sub = next(a for a in cli.build_parser()._actions if a.dest == "command")
+    assert set(sub.choices) == set(cli.SUBCOMMANDS)
 
 
 def test_cram_bos_puts_the_models_bos_before_the_memory(tmp_path, capsys):

@@ -177,7 +177,7 @@ def test_app_shows_bundle_on_load_without_training():
     assert list(app.loss_line.get_xdata()) == [5, 10]
     assert list(app.greedy_pts.get_ydata()) == [1.0, 1.0, 0.0]
     assert "greedy accuracy < 10% from length 100" in app.title.get_text()
-    assert app.result is None and not app.running
+    assert app.result is None and not app.is_running
 
 
 def test_app_run_in_fast_mode_updates_plot():
@@ -188,8 +188,8 @@ def test_app_run_in_fast_mode_updates_plot():
     app.lengths.value = "3, 7"
     app.n_eval.value = 3
     app.run_btn.click()
-    app.join(120)
-    assert not app.running and app.last_error is None
+    app.wait(120)
+    assert not app.is_running and app.last_error is None
     assert list(app.loss_line.get_xdata()) == list(range(1, 13))      # the live curve replaced the bundle's
     assert list(app.greedy_pts.get_xdata()) == [3, 7]
     assert app.result.steps_done == 12 and app.progress.value == 2
@@ -206,10 +206,12 @@ def test_app_stop_and_bad_input():
     while not app.steps_seen and __import__("time").monotonic() < deadline:
         __import__("time").sleep(0.05)
     app.stop_btn.click()
-    app.join(60)
-    assert not app.running
+    app.wait(60)
+    assert not app.is_running
     assert app.result.interrupted and app.result.steps_done < 100_000
     assert "stopped" in app.status.value
     app.lengths.value = "10, x"
     assert app.start("train") is False
-    assert "eval lengths" in app.last_error and "Traceback" not in app.error.value
+    assert app.last_error == ("eval lengths must be whole numbers in 1..1000 separated by commas, "
+                              "e.g. '1, 2, 4'; got '10, x'")
+    assert "Traceback" not in app.error.value

@@ -1,6 +1,7 @@
 """Headless tests of the cramming apps (notebooks 02-04) and the results bundles."""
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -9,27 +10,31 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from accesslib.results import bundles  # noqa: E402
-
-from accesslib.models import embedded  # noqa: E402
-from accesslib.apps.nb02_cramming import CrammingApp, parse_int_list  # noqa: E402
+from accesslib._checks import parse_int_list  # noqa: E402
+from accesslib.apps.nb02_cramming import CrammingApp  # noqa: E402
 from accesslib.apps.nb03_predicted import PredictedApp  # noqa: E402
-from accesslib.apps.nb04_slope import SlopeApp, family_models  # noqa: E402
-from accesslib.experiments import bundling  # noqa: E402
-from accesslib.results.bundles import family_table, predicted_slopes  # noqa: E402
+from accesslib.apps.nb04_slope import SlopeApp  # noqa: E402
 from accesslib.apps.policy import public_policy  # noqa: E402
+from accesslib.experiments import bundling  # noqa: E402
+from accesslib.models import embedded  # noqa: E402
+from accesslib.results import bundles  # noqa: E402
+from accesslib.results.bundles import family_table, predicted_slopes  # noqa: E402
 from accesslib.results.store import ResultsStore  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_parse_int_list():
+    """The apps' typed lists (m values, lengths) go through the one parser of accesslib._checks."""
     assert parse_int_list("4, 1;2 2", "m values") == [1, 2, 4]
-    with pytest.raises(ValueError, match="m values: write whole numbers"):
+    with pytest.raises(ValueError, match=re.escape(
+            "m values must be whole numbers >= 1 separated by commas, e.g. '1, 2, 4'; got '1, two'")):
         parse_int_list("1, two", "m values")
-    with pytest.raises(ValueError, match="lengths must be >= 1"):
+    with pytest.raises(ValueError, match=re.escape(
+            "lengths must be whole numbers >= 1 separated by commas, e.g. '1, 2, 4'; got '0, 3'")):
         parse_int_list("0, 3", "lengths")
-    with pytest.raises(ValueError, match="give at least one"):
+    with pytest.raises(ValueError, match=re.escape(
+            "m values must be whole numbers >= 1 separated by commas, e.g. '1, 2, 4'; got ' '")):
         parse_int_list(" ", "m values")
 
 
@@ -71,7 +76,7 @@ def test_cramming_app_run_fills_store_table_and_curve(store):
     summary = app.status.value
     app.stop()
     assert app.status.value == summary and "finished" in summary
-    assert not app._stop.is_set()
+    assert not app.stop_requested
 
 
 def test_cramming_app_stop_keeps_finished(store):
@@ -92,7 +97,7 @@ def test_public_mode_refuses_and_runs_nothing(store):
     app.samples.value = 17
     app.run_button.click()
     assert "samples = 17 is over this server's cap of 16" in app.last_error
-    assert app._thread is None and store.count() == 0
+    assert app.runner.thread is None and store.count() == 0
     app.samples.value = 2
     app.lengths.value = "2, 100"
     app.run_button.click()
@@ -107,8 +112,9 @@ def test_bad_m_shows_message(store):
     app = _app(store)
     app.ms.value = "1, x"
     app.run_button.click()
-    assert "m values: write whole numbers" in app.last_error
-    assert app._thread is None
+    assert app.last_error == ("m values must be whole numbers >= 1 separated by commas, "
+                              "e.g. '1, 2, 4'; got '1, x'")
+    assert app.runner.thread is None
 
 
 # --- bundles: regenerate a small subset in fast mode and compare with the shipped shape --------
@@ -145,7 +151,6 @@ def test_regenerated_bundle_has_recorded_shape(fast_bundle):
 
 
 def test_make_bundles_grid_per_m_geometry_file_and_geometry_only(fast_bundle, tmp_path):
-    import json
     geo = dict(fast_bundle["geometry"], note="measured before")
     gfile = tmp_path / "g.json"
     gfile.write_text(json.dumps(geo))
@@ -276,12 +281,13 @@ def test_sweep_app_runs_in_process_and_fills_the_curve(tmp_path):
 
 def test_effective_eps_around_a_crammed_memory():
     from accesslib.engine import geometry
+    from accesslib.engine.decoding import greedy
     from accesslib.models.loading import load_model
     lm = load_model(embedded.DEFAULT)
     mem, ids = bundling.crammed_memory(lm, 3, source="natural")
     assert mem.shape == (1, lm.facts.d) and len(ids) == 3
     # the memory reproduces its 3-token target greedily, i.e. it is a real crammed memory
-    assert geometry.greedy_continuations(lm, mem[None], 3)[0].tolist() == ids
+    assert greedy(lm, mem[None], 3, cache=False)[0].tolist() == ids
     rec = bundling.measure_geometry(lm, embedded.DEFAULT, progress=False, effective_eps=4, memory_n=3,
                                    memory_source="natural", lengths=[4, 16], per_length=8, n_cells=2000)
     eff = rec["effective_eps"]

@@ -8,8 +8,16 @@ import threading
 import pytest
 import torch
 
-from accesslib.engine.cramming import (PROTOCOLS, CramResult, cram, default_prefix, greedy_generate,
-                                init_std_of, lr_factor, string_seed)
+from accesslib.engine.cramming import (
+    PROTOCOLS,
+    CramResult,
+    cram,
+    default_prefix,
+    init_std_of,
+    lr_factor,
+    string_seed,
+)
+from accesslib.engine.decoding import greedy
 from accesslib.models.loading import FAMILIES, tiny_model
 
 V = 64
@@ -179,7 +187,7 @@ def test_stop_returns_partial_results(neox):
 
 @pytest.mark.parametrize("bad, match", [
     (dict(m=0), "m .*>= 1"),
-    (dict(m=1.5), "m .*integer"),
+    (dict(m=1.5), "m must be a whole number >= 1; got 1.5"),
     (dict(targets=torch.tensor([1, 2, 3])), "2-D"),
     (dict(targets=torch.tensor([[1.0, 2.0]])), "LongTensor"),
     (dict(targets=[[1, 2]]), "LongTensor"),
@@ -215,7 +223,7 @@ def test_every_family_crams_and_greedy_matches_plain_loop(family):
         assert s.memory.shape == (2, 32) and math.isfinite(s.final_loss) and s.steps <= 4
     # the cached greedy decoder agrees with the plain re-forward loop (KV / recurrent cache)
     mem = torch.randn(2, 32, generator=torch.Generator().manual_seed(0)) * init_std_of(lm.model)
-    assert greedy_generate(lm, prefix, mem, 5) == plain_greedy(lm.model, prefix, mem, 5)
+    assert greedy(lm, mem[None], 5, prefix_ids=prefix)[0].tolist() == plain_greedy(lm.model, prefix, mem, 5)
 
 
 def test_gemma_init_respects_embedding_scale():

@@ -120,6 +120,21 @@ def test_protocol_settings_and_errors():
         protocol_settings("slow")
 
 
+def test_protocol_hash_is_pinned():
+    # stores and shipped bundles key their rows by these hashes: the same settings must give
+    # the same hash forever (values computed before the hash had one function)
+    pytest.importorskip("torch")
+    assert E.protocol_hash_for("paper") == "93504c321ca2c8bf"
+    assert E.protocol_hash_for("fast") == "72513ca5cda23e34"
+    assert E.protocol_hash_for("fast", {"max_steps": 30}) == "b3f5c7402d754e2b"
+    assert E.protocol_hash_for("fast", {"max_steps": 30, "patience": None}) == "b3f5c7402d754e2b"
+    assert E.protocol_hash_for("paper", {"max_steps": 1000}, text="hello world") == "10d8ea2b63777e57"
+    settings = E.hashed_settings("paper", {"max_steps": 1000}, text="hello world")
+    assert settings["max_steps"] == 1000 and len(settings["source_text"]) == 8
+    from accesslib.results.store import protocol_hash
+    assert protocol_hash(settings) == "10d8ea2b63777e57"
+
+
 @pytest.fixture(scope="module")
 def tiny():
     torch = pytest.importorskip("torch")
@@ -154,19 +169,29 @@ def test_accessibility_curve_stop_and_resume(tiny, tmp_path):
     assert c3.strings_crammed == 0 and c3.successes == c2.successes
     # a success in the store is reproduced by independent greedy generation from its memory
     import torch
-    from accesslib.engine.cramming import greedy_generate
+
+    from accesslib.engine.decoding import greedy
     for r in rows:
         if r["success"]:
-            out = greedy_generate(tiny.model, r["prefix_ids"], torch.tensor(r["memory"]), r["n"])
-            assert out == r["target_ids"]
+            out = greedy(tiny.model, torch.tensor(r["memory"])[None], r["n"], prefix_ids=r["prefix_ids"])
+            assert out[0].tolist() == r["target_ids"]
 
 
 def test_accessibility_curve_bad_input(tiny):
-    with pytest.raises(ValueError, match="m .* must be an integer >= 1"):
+    with pytest.raises(ValueError, match=r"^m must be a whole number >= 1; got 0$"):
         E.accessibility_curve(tiny, 0, lengths=[2])
-    with pytest.raises(ValueError, match="source must be one of"):
+    with pytest.raises(ValueError, match=r"^samples must be a whole number >= 1; got 2\.5$"):
+        E.accessibility_curve(tiny, 1, lengths=[2], samples=2.5)
+    with pytest.raises(ValueError, match=r"^source must be one of 'natural', .*; got 'pg19'$"):
         E.accessibility_curve(tiny, 1, lengths=[2], source="pg19")
-    with pytest.raises(ValueError, match="give lengths only with search='grid'"):
+    with pytest.raises(ValueError, match=r"^lengths must be None with search='paper', .*give lengths only "
+                                         r"with search='grid'\); got \[2\]$"):
         E.accessibility_curve(tiny, 1, lengths=[2], search="paper")
-    with pytest.raises(ValueError, match="search must be one of"):
+    with pytest.raises(ValueError, match=r"^lengths must be a non-empty list of whole numbers >= 1; got \[2, 0\]$"):
+        E.accessibility_curve(tiny, 1, lengths=[2, 0])
+    with pytest.raises(ValueError, match=r"^search must be one of 'bisect', 'paper', 'grid'; got 'fancy'$"):
         E.accessibility_curve(tiny, 1, search="fancy")
+    with pytest.raises(ValueError, match=r"^pilot must be a whole number >= 1; got 0$"):
+        E.accessibility_curve(tiny, 1, pilot=0)
+    with pytest.raises(ValueError, match=r"^precision must be a number > 0; got 0$"):
+        E.accessibility_curve(tiny, 1, precision=0)

@@ -82,7 +82,8 @@ def _tokenizer():
     """A byte-level BPE tokenizer (the kind Pythia, Qwen2.5 and Llama-3 use) with 300 entries,
     trained on three sentences. transformers rebuilds some families' tokenizer classes (e.g.
     Qwen2Tokenizer) from vocab + merges, so it has to be a real byte-level BPE."""
-    from tokenizers import Tokenizer, decoders, models as tk_models, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, decoders, pre_tokenizers, trainers
+    from tokenizers import models as tk_models
     from transformers import PreTrainedTokenizerFast
     text = ["the cat sat on the mat", "a dog ran after the cat",
             "the quick brown fox jumps over the lazy dog"] * 20

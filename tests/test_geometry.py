@@ -5,12 +5,29 @@ import numpy as np
 import pytest
 import torch
 
+from accesslib.engine.decoding import greedy
+from accesslib.engine.geometry import (
+    CellShares,
+    assign_tokens,
+    cell_shares,
+    decoder_weights,
+    effective_eps,
+    final_hidden,
+    fit_principal_axes,
+    geometry_report,
+    min_pairwise_cosine,
+    sample_support,
+    support_stats,
+)
 from accesslib.theory import bounds
-from accesslib.engine.geometry import (CellShares, assign_tokens, cell_shares, decoder_weights, effective_eps,
-                                       final_hidden, fit_principal_axes, geometry_report, greedy_continuations,
-                                       min_pairwise_cosine, sample_support, support_stats)
-from accesslib.theory.stats import (describe_convergence, fit_s_conv, log_share_medians, sconv_convergence,
-                                    upper_shares, zero_hit_share)
+from accesslib.theory.stats import (
+    describe_convergence,
+    fit_s_conv,
+    log_share_medians,
+    sconv_convergence,
+    upper_shares,
+    zero_hit_share,
+)
 
 
 def _tiny(family="gpt_neox", d=32, V=64, seed=0):
@@ -299,13 +316,13 @@ def test_effective_eps_brackets_a_change():
     ee = effective_eps(m, mem, n_directions=6, n_tokens=3, steps=16, t_min=1e-6, t_max=10.0)
     assert ee.rel.shape == (6,) and ee.dtype == "float32"
     assert np.sum(np.isfinite(ee.rel) & (ee.rel > ee.t_min)) >= 3
-    base = greedy_continuations(m, mem[None], 3)
+    base = greedy(m, mem[None], 3, cache=False)
     g = torch.Generator().manual_seed(0)  # same directions as effective_eps draws after memory
     u = torch.randn(6, 1, 32, generator=g)
     u = u / u.flatten(1).norm(dim=1)[:, None, None]
     for i, t in enumerate(ee.rel):
         if np.isfinite(t) and t > ee.t_min:
-            out = greedy_continuations(m, (mem + float(t) * ee.memory_norm * u[i])[None], 3)
+            out = greedy(m, (mem + float(t) * ee.memory_norm * u[i])[None], 3, cache=False)
             assert not torch.equal(out, base)
     with pytest.raises(ValueError, match="t_min"):
         effective_eps(m, mem, t_min=1.0, t_max=0.5)
@@ -368,9 +385,9 @@ def test_model_geometry_app_runs_on_tiny_model():
 def test_model_geometry_app_shows_the_stored_measurement():
     """The default model's bundle carries its geometry: the app draws it without computing,
     and the histogram and bars are the stored counts and slopes."""
-    from accesslib.results import bundles
-    from accesslib.models import embedded
     from accesslib.apps.nb05_geometry import TINY_RANDOM, ModelGeometryApp, shipped_geometry
+    from accesslib.models import embedded
+    from accesslib.results import bundles
     rec = shipped_geometry(embedded.DEFAULT)
     assert rec is not None and shipped_geometry(TINY_RANDOM) is None
     app = ModelGeometryApp(canvas="agg", model=TINY_RANDOM)
@@ -407,8 +424,8 @@ def test_model_geometry_app_shows_the_stored_measurement():
 def test_model_geometry_app_run_on_a_real_model_that_is_not_installed(tmp_path, monkeypatch):
     """A real model is offered for its stored measurement even when not installed; Run then
     says how to install it, and loads nothing."""
-    from accesslib.models import gguf as realmodels
     from accesslib.apps.nb05_geometry import ModelGeometryApp
+    from accesslib.models import gguf as realmodels
     monkeypatch.setenv("ACCESSLIB_HOME", str(tmp_path))           # no cache
     monkeypatch.setattr(realmodels, "_installed", lambda dist: False)   # no packages
     assert realmodels.available() == []

@@ -122,7 +122,7 @@ def test_precision_app_runs_on_tiny_model():
     app = PrecisionApp("tiny", fast=True, canvas="agg")
     app.kmax.value = 8
     app.run_btn.click()
-    app.join(180)
+    app.wait(180)
     assert app.last_error is None, app.last_error
     a, b = app.results["perturbation"], app.results["saturation"]
     # far below eps the input is rounded away: bit-identical input, hence identical output

@@ -167,7 +167,9 @@ def test_crams_a_natural_sentence_into_one_vector(name):
     """The CPU check: a natural sentence of >= 16 tokens crammed into m = 1 vector on CPU,
     confirmed by an independent greedy generation from [BOS][memory]."""
     import torch
-    from accesslib.engine.cramming import cram, default_prefix, greedy_generate
+
+    from accesslib.engine.cramming import cram, default_prefix
+    from accesslib.engine.decoding import greedy
 
     lm = _load(name)
     ids = lm.tokenizer(SENTENCE, add_special_tokens=False)["input_ids"]
@@ -177,7 +179,7 @@ def test_crams_a_natural_sentence_into_one_vector(name):
     s = res.strings[0]
     assert s.success, (s.reason, s.steps, s.final_loss, s.greedy_accuracy)
     assert tuple(s.memory.shape) == (1, FACTS[name]["d"])
-    assert greedy_generate(lm.model, prefix, s.memory, len(ids)) == ids
+    assert greedy(lm.model, s.memory[None], len(ids), prefix_ids=prefix)[0].tolist() == ids
     assert lm.tokenizer.decode(s.greedy_ids) == SENTENCE
 
 

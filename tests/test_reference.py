@@ -1,9 +1,8 @@
 """Published reference numbers (docs/paper.md, section 6) load as plain records with sources."""
 import pytest
 
-from accesslib.theory import bounds
-
 from accesslib.results import reference
+from accesslib.theory import bounds
 
 
 def test_model_table_matches_paper_md():
@@ -35,7 +34,8 @@ def test_records_are_copies():
 def test_model_lookup_by_short_name_and_unknown():
     assert reference.model("pythia-1b")["d"] == 2048
     assert reference.model("META-LLAMA/LLAMA-3.2-1B")["vocab_size"] == 128256
-    with pytest.raises(ValueError, match="pythia-160m"):
+    with pytest.raises(ValueError, match=r"^model must be a model of the published table \(EleutherAI/pythia-160m, "
+                                         r".*\); got 'gpt-5'$"):
         reference.model("gpt-5")
 
 

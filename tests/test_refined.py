@@ -5,8 +5,17 @@ import numpy as np
 import pytest
 
 from accesslib.theory import bounds
-from accesslib.theory.refined import (RefinedSlope, ball_log_count, box_slope, cell_slope, cone_half_angle,
-                               cone_slope, ellipsoid_slope, log_betainc, log_cone_fraction)
+from accesslib.theory.refined import (
+    RefinedSlope,
+    ball_log_count,
+    box_slope,
+    cell_slope,
+    cone_half_angle,
+    cone_slope,
+    ellipsoid_slope,
+    log_betainc,
+    log_cone_fraction,
+)
 
 
 @pytest.mark.parametrize("phi", [0.05, 0.4, 1.0, 1.5, 2.0, 3.0])

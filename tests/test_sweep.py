@@ -57,28 +57,68 @@ def test_example_parses_and_splits_one_job_per_length(tmp_path):
                                                              (2, 0, None), (2, 1, None)]
 
 
-@pytest.mark.parametrize("change, word", [
-    (dict(m=[0, 1]), "m must"), (dict(samples=0), "samples must"), (dict(source="pg19"), "source must"),
-    (dict(search={"method": "bisect"}), "exactly one of 'lengths'"), (dict(device="tpu"), "device must"),
-    (dict(workers=0), "workers must"), (dict(write="nfs"), "write must"), (dict(lengths=[]), "lengths must"),
-    (dict(models=[{"tiny": {"d": 8}}]), "family"), (dict(models=[]), "models"),
-    (dict(colour="red"), "unknown sweep keys"),
-    (dict(lengths=None, search={"method": "grid"}), "search method"),
-    (dict(lengths=None, search={"method": "bisect", "steps": 3}), "unknown options"),
+@pytest.mark.parametrize("change, message", [
+    (dict(m=[0, 1]), "m must be a non-empty list of whole numbers >= 1; got [0, 1]"),
+    (dict(samples=0), "samples must be a whole number >= 1; got 0"),
+    (dict(source="pg19"), "source must be one of 'natural', 'words', 'tokens'; got 'pg19'"),
+    (dict(search={"method": "bisect"}), "lengths and search must be exactly one given: 'lengths' (a fixed "
+     "grid of n) or 'search' (an adaptive length search); got {'lengths': [2, 3, 4, 6, 8], "
+     "'search': {'method': 'bisect'}}"),
+    (dict(device="tpu"), "device must be one of 'cpu', 'cuda', 'cuda:N', 'auto'; got 'tpu'"),
+    (dict(workers=0), "workers must be a whole number >= 1; got 0"),
+    (dict(write="nfs"), "write must be one of 'auto', 'worker', 'client'; got 'nfs'"),
+    (dict(lengths=[]), "lengths must be a non-empty list of whole numbers >= 1; got []"),
+    (dict(seeds=[-1]), "seeds must be a non-empty list of whole numbers >= 0; got [-1]"),
+    (dict(models=[{"tiny": {"d": 8}}]),
+     "models tiny must be a mapping of tiny_model settings with at least 'family'; got {'d': 8}"),
+    (dict(models=[]), "models must be a model or a non-empty list of models; got []"),
+    (dict(models=["a", "a"]), "models must be entries with distinct store names; got ['a', 'a']"),
+    (dict(colour="red"), "sweep keys must be among models, m, source, samples, seeds, lengths, search, "
+     "engine, store, device, dtype, workers, torch_threads, retries, write, model_cache, name; got ['colour']"),
+    (dict(lengths=None, search={"method": "grid"}),
+     "search.method must be one of 'bisect', 'paper' (a fixed grid is 'lengths:'); got 'grid'"),
+    (dict(lengths=None, search={"method": "bisect", "steps": 3}),
+     "search options must be among method, pilot, precision, max_length, start; got ['steps']"),
+    (dict(lengths=None, search={"method": "bisect", "pilot": 0}), "search.pilot must be a whole number >= 1; got 0"),
 ])
-def test_bad_descriptions_name_the_parameter(tmp_path, change, word):
+def test_bad_descriptions_name_the_parameter(tmp_path, change, message):
+    # accesslib._checks' one style: "<name> must be <allowed>; got <value>"
     import yaml
     data = yaml.safe_load(EXAMPLE.read_text())
     data.update(change)
-    with pytest.raises(ValueError, match=word):
+    with pytest.raises(ValueError) as e:
         sweep.load_spec(data)
+    assert str(e.value) == message
 
 
 def test_bad_yaml_and_missing_file():
-    with pytest.raises(ValueError, match="not found"):
+    with pytest.raises(ValueError, match=r"^sweep file must be an existing file; got 'no/such/sweep.yaml'$"):
         sweep.load_spec("no/such/sweep.yaml")
-    with pytest.raises(ValueError, match="YAML mapping"):
+    with pytest.raises(ValueError, match=r"^sweep description must be a YAML mapping \(models:, m:, \.\.\.\); "
+                                         r"got \['just', 'a list'\]$"):
         sweep.load_spec("- just\n- a list\n")
+
+
+def test_protocol_hash_of_the_example_is_pinned(tmp_path):
+    # the hash the example's rows are stored under (computed before the hash had one function):
+    # a changed hash would orphan every stored string of a sweep
+    spec = _spec(tmp_path)
+    assert sweep.protocol_hash_of(spec) == "e387f94408b490fe"
+    from accesslib.experiments.curves import protocol_hash_for
+    assert protocol_hash_for("fast", {"lr": 0.1, "max_steps": 80, "patience": 40}) == "e387f94408b490fe"
+
+
+def test_the_package_pickles_by_module_path():
+    # Dask workers unpickle run_job and the spec classes by module path: these must be importable
+    import pickle
+
+    from accesslib.experiments.sweep import jobs
+    from accesslib.experiments.sweep import spec as spec_mod
+    assert sweep.run_job is jobs.run_job and sweep.run_job.__module__ == "accesslib.experiments.sweep.jobs"
+    assert sweep.SweepSpec.__module__ == "accesslib.experiments.sweep.spec" and sweep.SweepSpec is spec_mod.SweepSpec
+    job = sweep.Job("tiny", 1, 2, 0)
+    assert pickle.loads(pickle.dumps(job)) == job
+    assert pickle.loads(pickle.dumps(sweep.run_job)) is jobs.run_job
 
 
 # ---------------------------------------------------------------------------------------------
@@ -101,7 +141,7 @@ def test_stopped_job_resumes_exactly_and_client_write_mode(tmp_path):
     # write="client": the job runs on a private store seeded with the finished keys and returns
     # only the new rows (memory vectors included); the caller writes them
     from accesslib.results.store import ResultsStore
-    known = sweep._known_rows(ResultsStore(path), spec, job, sweep.protocol_hash_of(spec))
+    known = sweep.known_rows(ResultsStore(path), spec, job, sweep.protocol_hash_of(spec))
     res = sweep.run_job(spec, job, store_path=None, known_rows=known[:2])
     assert res.from_store == 2 and len(res.rows) == spec.samples - 2
     assert all(r["memory"].shape == (2, 32) for r in res.rows)
@@ -112,8 +152,9 @@ def test_stopped_job_resumes_exactly_and_client_write_mode(tmp_path):
 # The fault-tolerance test: 2 worker processes, one killed mid-way, same store as one process
 # ---------------------------------------------------------------------------------------------
 def test_localcluster_with_a_killed_worker_matches_single_process(tmp_path):
-    from distributed import Client, LocalCluster
     import logging
+
+    from distributed import Client, LocalCluster
 
     ref_spec = _spec(tmp_path, "ref.sqlite")
     ref = sweep.run_sweep(ref_spec, scheduler="inprocess", progress=False)
@@ -133,7 +174,7 @@ def test_localcluster_with_a_killed_worker_matches_single_process(tmp_path):
     try:
         pids_before = set(client.run(os.getpid).values())
         thread = threading.Thread(target=lambda: box.setdefault("report", sweep.run_sweep(
-            spec, client=client, write="worker", progress=False, on_job_done=done_jobs.append)))
+    spec, client=client, write="worker", progress=False, on_job_done=done_jobs.append)))
         thread.start()
         killed, rows_at_kill = None, None
         deadline = time.monotonic() + 90
@@ -174,13 +215,18 @@ def test_localcluster_with_a_killed_worker_matches_single_process(tmp_path):
 
 
 def test_cli_dry_run_and_parser(tmp_path, capsys):
-    import argparse
-    parser = argparse.ArgumentParser()
-    sweep.add_sweep_parser(parser.add_subparsers(dest="cmd"))
-    args = parser.parse_args(["sweep", str(EXAMPLE), "--dry-run", "--store", str(tmp_path / "x.sqlite")])
-    assert args.func(args) == 0
+    from accesslib.cli import main
+    assert main(["sweep", str(EXAMPLE), "--dry-run", "--store", str(tmp_path / "x.sqlite")]) == 0
     out = capsys.readouterr().out
     assert out.startswith("10 jobs") and "cram-tiny-gpt2-random-m2-n8-s0" in out
+    # a bad description: one line, exit code 2
+    assert main(["sweep", str(tmp_path / "missing.yaml"), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"accesslib sweep: error: sweep file must be an existing file; got '{tmp_path / 'missing.yaml'}'"]
+    with pytest.raises(SystemExit) as e:
+        main(["sweep", str(EXAMPLE), "--workers", "0"])
+    assert e.value.code == 2
+    assert "argument --workers: must be a whole number >= 1; got 0" in capsys.readouterr().err
 
 
 def test_adaptive_search_job_replays_from_the_store(tmp_path):
@@ -208,3 +254,17 @@ def test_start_sweep_in_background_reports_each_job(tmp_path):
     stopped.stop()
     assert stopped.wait(60).interrupted
     assert sweep.run_sweep(spec, scheduler="inprocess", progress=False).skipped == 2
+
+
+def test_sweep_package_imports_without_dask_or_torch():
+    # the package and the CLI's parser load without Dask (imported when a sweep runs) or torch
+    # (imported by a job, and by the engine's list of target sources when a spec is checked)
+    import subprocess
+    import sys
+    code = ("import sys, accesslib.experiments.sweep as s, accesslib.cli as c; c.build_parser(); "
+            "print(sorted(m for m in ('torch', 'transformers', 'distributed', 'dask') if m in sys.modules)); "
+            f"s.load_spec({str(EXAMPLE)!r}).jobs(); "
+            "print(sorted(m for m in ('transformers', 'distributed', 'dask') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["[]", "[]"]

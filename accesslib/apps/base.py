@@ -5,19 +5,35 @@
 where a bad value shows a readable one-line message (never a traceback), and a status line.
 Subclasses build controls, call :meth:`App.guard` around their update and repaint with
 :meth:`App.redraw`.
+
+:class:`BackgroundRun` is the one background-run helper (CONTRIBUTING.md, "Adding an app"):
+anything that computes for more than a moment runs through it, from a Run button, with a Stop
+button, a progress bar and a final status; an App that has one (``self.runner``) answers
+:meth:`App.stop`, :meth:`App.wait`, :attr:`App.is_running` and :attr:`App.stop_requested`.
 """
 from __future__ import annotations
 
 import contextlib
 import html
 import io
-import math
-
-import numpy as np
+import threading
+import time
 
 import ipywidgets as W
 import matplotlib
+import numpy as np
 from matplotlib.figure import Figure
+
+from accesslib.plots.style import UI_COLORS
+
+
+def error_message(exc: BaseException) -> str:
+    """The one line an app shows for an exception (never a traceback): a ValueError's message
+    as it is (the checks' "<name> must be <allowed>; got <value>"), anything else named."""
+    if isinstance(exc, ValueError):
+        return str(exc)
+    return f"unexpected {type(exc).__name__}: {exc}"
+
 
 def ipympl_active():
     """True when matplotlib's backend is ipympl (``%matplotlib widget`` / ``ipympl``)."""
@@ -78,7 +94,10 @@ class App:
         self.readout = W.HTML()
         self.readout.add_class("accesslib-readout")
         self.fig, self.view, self.canvas_mode = make_figure(self.figsize, canvas)
+        # redraw's own reference: an app may use the name ``view`` for its data (ModelGeometryApp)
+        self._image = self.view if self.canvas_mode == "image" else None
         self.last_error = None
+        self._errors_shown = 0   # counts show_error calls (see guard)
         self._hold = 0
         self._bg = None          # cached background for blitting (see redraw)
         self._bg_key = None
@@ -97,10 +116,12 @@ class App:
     # -- messages ---------------------------------------------------------------------------
     def show_error(self, message):
         """Show ``message`` (plain text, escaped) in the error area; keep the last good figure."""
+        self._errors_shown += 1
         self.last_error = str(message)
+        c = UI_COLORS
         self.error.value = (
-            '<div style="color:#8a1c1c;background:#fdecea;border:1px solid #f5c2c0;'
-            'border-radius:4px;padding:6px 10px">'
+            f'<div style="color:{c["error_text"]};background:{c["error_background"]};'
+            f'border:1px solid {c["error_border"]};border-radius:4px;padding:6px 10px">'
             f"<b>Cannot update:</b> {html.escape(self.last_error)}</div>")
         self.error.layout.display = None
 
@@ -110,7 +131,7 @@ class App:
         self.error.layout.display = "none"
 
     def set_status(self, text):
-        self.status.value = f'<span style="color:#555;font-size:90%">{html.escape(text)}</span>'
+        self.status.value = f'<span style="color:{UI_COLORS["muted"]};font-size:90%">{html.escape(text)}</span>'
 
     # -- updates ----------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -131,20 +152,43 @@ class App:
         return self.guard(self.update)
 
     def guard(self, fn, *args, **kwargs):
-        """Call ``fn``; a ValueError shows its message, anything else a short one-liner."""
+        """Call ``fn``; a ValueError shows its message, anything else a short one-liner
+        (:func:`error_message`). True when ``fn`` returned normally; then an earlier message is
+        cleared, but not one shown meanwhile (a background run that ``fn`` started and that
+        failed at once)."""
+        shown = self._errors_shown
         try:
             fn(*args, **kwargs)
-        except ValueError as e:
-            self.show_error(str(e))
-            return False
         except Exception as e:  # never let a traceback reach the page
-            self.show_error(f"unexpected {type(e).__name__}: {e}")
+            self.show_error(error_message(e))
             return False
-        self.clear_error()
+        if self._errors_shown == shown:
+            self.clear_error()
         return True
 
     def update(self):  # pragma: no cover - abstract
         raise NotImplementedError
+
+    # -- background runs (see BackgroundRun) --------------------------------------------------
+    runner = None   # the app's BackgroundRun, if it computes in the background
+
+    @property
+    def is_running(self) -> bool:
+        """True while the app's background run has not ended."""
+        return self.runner is not None and self.runner.running
+
+    @property
+    def stop_requested(self) -> bool:
+        """True when Stop was pressed during the current (or last) run."""
+        return self.runner is not None and self.runner.stop_requested
+
+    def stop(self) -> bool:
+        """Press Stop: ask the run to end after its current step (False if none is going)."""
+        return self.runner is not None and self.runner.stop()
+
+    def wait(self, timeout=None) -> bool:
+        """Block until the background run has ended (scripts and tests); True when it has."""
+        return self.runner is None or self.runner.wait(timeout)
 
     # -- drawing --------------------------------------------------------------------------
     def animated_artists(self):
@@ -196,9 +240,179 @@ class App:
             canvas.draw_idle()
         else:
             canvas.draw()   # fires draw_event -> _on_draw
-        if self.canvas_mode == "image":
+        if self._image is not None:
             from PIL import Image
 
             buf = io.BytesIO()
             Image.fromarray(np.asarray(canvas.buffer_rgba())).save(buf, format="png", compress_level=1)
-            self.view.value = buf.getvalue()
+            self._image.value = buf.getvalue()
+
+
+class BackgroundRun:
+    """The one background-run helper of the apps: worker thread, stop flag, Run/Stop buttons,
+    progress bar, final status, and :meth:`wait` for scripts and tests.
+
+    An app makes one in its constructor, ``self.runner = BackgroundRun(self, run_buttons=[...],
+    progress=...)``, puts ``self.runner.stop_button`` on the page, and starts a run from its Run
+    button with ``self.runner.start(work, on_done=...)`` (through :meth:`App.guard`: a refusal is a
+    message). Then, in a daemon thread:
+
+    1. ``work(run)`` computes. It checks :attr:`stop_requested` between steps (or passes
+       :attr:`stop_event` to an engine loop that takes a stop Event), reports with
+       :meth:`set_progress`, may set intermediate statuses, and may return a one-line summary.
+       An exception ends it; its message goes to the app's error area (:func:`error_message`:
+       one line, never a traceback).
+    2. The run ends: outcome "failed" (an exception), "stopped" (Stop was pressed before the
+       end) or "finished". From here on Stop changes nothing.
+    3. ``on_done(outcome)`` (optional) redraws and may return the summary (else ``work``'s).
+    4. The error, if any, is shown; the status becomes ``"<outcome>: <summary>"`` (without a
+       summary: "finished in 2.5 s", "stopped after 1.0 s"); the Run buttons get back their
+       state from before the run (the Stop button was disabled at the end).
+
+    Stop sets the flag and the status "stopping ..." only while the run has not ended: a click
+    that reaches the kernel after the end (the button's disabled state arrives late) neither
+    hides the final summary nor leaves the flag set for the next run. A run that wraps another
+    background job with its own stop (a Dask sweep) forwards Stop with :meth:`on_stop`.
+    """
+
+    def __init__(self, app, *, run_buttons=(), stop_button=None, progress=None, name="accesslib-run",
+                 stop_message="stopping after the current step ..."):
+        self.app = app
+        self.run_buttons = list(run_buttons)
+        if stop_button is None:
+            stop_button = W.Button(description="Stop", button_style="danger", icon="stop")
+        self.stop_button = stop_button
+        self.stop_button.disabled = True
+        self.stop_button.on_click(lambda _: self.stop())
+        self.progress = progress
+        self.name = name
+        self.stop_message = stop_message
+        self.stop_event = threading.Event()
+        self.thread = None
+        self.outcome = None      # "finished" | "stopped" | "failed" once a run has ended
+        self.result = None       # what work returned
+        self.error = None        # the message of the exception that ended the run
+        self.elapsed = 0.0       # seconds from start to end
+        self._lock = threading.Lock()
+        self._ended = True
+        self._on_stop = []
+        self._t0 = 0.0
+        self._was_disabled = []
+
+    # -- state ------------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        """True from :meth:`start` until the worker thread has finished (final status set)."""
+        return not self._ended or (self.thread is not None and self.thread.is_alive())
+
+    @property
+    def stop_requested(self) -> bool:
+        return self.stop_event.is_set()
+
+    # -- control ----------------------------------------------------------------------------
+    def start(self, work, *, on_done=None):
+        """Run ``work(self)`` in a daemon thread (see the class docstring); ValueError when a run
+        is already going."""
+        with self._lock:
+            if self.running:
+                raise ValueError("a run is already going: press Stop first")
+            self._ended = False
+        self.stop_event.clear()
+        self._on_stop = []
+        self.outcome = self.result = self.error = None
+        self.elapsed = 0.0
+        self._t0 = time.perf_counter()
+        self._was_disabled = [b.disabled for b in self.run_buttons]
+        for b in self.run_buttons:
+            b.disabled = True
+        self.stop_button.disabled = False
+        if self.progress is not None:
+            self.progress.value = 0
+        self.app.clear_error()
+        self.thread = threading.Thread(target=self._main, args=(work, on_done), daemon=True, name=self.name)
+        try:
+            self.thread.start()
+        except RuntimeError as e:   # no thread to be had: nothing runs, the buttons come back
+            with self._lock:
+                self._ended = True
+            self._give_buttons_back()
+            raise ValueError(f"cannot start a background run: {e}") from None
+        return self
+
+    def stop(self) -> bool:
+        """Ask the run to end after its current step; False (and nothing changed) when no run is
+        going, including a Stop that arrives after the run ended."""
+        with self._lock:
+            if self._ended:
+                return False
+            self.stop_event.set()
+            hooks = list(self._on_stop)
+            self.app.set_status(self.stop_message)
+        for fn in hooks:
+            self._call(fn)
+        return True
+
+    def on_stop(self, fn):
+        """Call ``fn()`` when Stop is pressed during this run (at once if it already was)."""
+        with self._lock:
+            self._on_stop.append(fn)
+            now = self.stop_event.is_set()
+        if now:
+            self._call(fn)
+
+    def wait(self, timeout=None) -> bool:
+        """Block until the run has ended (final status set); True when it has."""
+        if self.thread is not None:
+            self.thread.join(timeout)
+        return not self.running
+
+    def set_progress(self, value, total=None):
+        """Move the progress bar to ``value`` (of ``total`` when given; the bar grows if needed)."""
+        bar = self.progress
+        if bar is None:
+            return
+        value = int(value)
+        if total is not None:
+            bar.max = max(1, int(total), value)
+        elif value > bar.max:
+            bar.max = value
+        bar.value = value
+
+    # -- the worker thread -------------------------------------------------------------------
+    def _call(self, fn, *args):
+        try:
+            return fn(*args)
+        except Exception as e:  # a failing hook is a message, never a traceback
+            self.error = self.error or error_message(e)
+            return None
+
+    def _main(self, work, on_done):
+        try:
+            self.result = work(self)
+        except Exception as e:  # shown in the page, never a traceback
+            self.error = error_message(e)
+        finally:
+            self._finish(on_done)
+
+    def _finish(self, on_done):
+        with self._lock:   # from here on a Stop is too late (see stop)
+            self._ended = True
+            self.outcome = "failed" if self.error else ("stopped" if self.stop_event.is_set() else "finished")
+        self.elapsed = time.perf_counter() - self._t0
+        self.stop_button.disabled = True
+        summary = self._call(on_done, self.outcome) if on_done is not None else None
+        if summary is None and isinstance(self.result, str):
+            summary = self.result
+        if self.error:
+            self.app.show_error(self.error)
+        if summary:
+            self.app.set_status(f"{self.outcome}: {summary}")
+        else:
+            since = "in" if self.outcome == "finished" else "after"
+            self.app.set_status(f"{self.outcome} {since} {self.elapsed:.1f} s")
+        self._give_buttons_back()
+
+    def _give_buttons_back(self):
+        self.stop_button.disabled = True
+        for b, was in zip(self.run_buttons, self._was_disabled):
+            b.disabled = was

@@ -1,14 +1,13 @@
 """Notebook 01: the counting bound explorer of [A] (docs/paper.md, section 2)."""
 from __future__ import annotations
 
-import html
 import math
 
 import ipywidgets as W
-import numpy as np
 
 from accesslib.apps.base import App
 from accesslib.plots import bounds as plotting
+from accesslib.plots.style import animated
 from accesslib.results import reference
 from accesslib.theory import bounds
 
@@ -114,7 +113,7 @@ class BoundsApp(App):
         self.art_c = plotting.plot_threshold_vs_m(ax_c, 0.0, p["m"])
 
     def animated_artists(self):
-        return [a for art in (self.art_a, self.art_b, self.art_c) for a in plotting.animated(art)]
+        return [a for art in (self.art_a, self.art_b, self.art_c) for a in animated(art)]
 
     # -- parameters -------------------------------------------------------------------------
     def params_unchecked(self):

@@ -14,30 +14,14 @@ import time
 
 import ipywidgets as W
 
-from accesslib.theory import bounds
-
-from accesslib.results import bundles, reference
-
-from accesslib.plots import cramming as cram_plots, bounds as plotting
-from accesslib.config import FAST
+from accesslib._checks import parse_int_list
+from accesslib.apps.base import App, BackgroundRun
 from accesslib.apps.policy import current_policy
-from accesslib.apps.base import App
+from accesslib.config import FAST
+from accesslib.plots import cramming as cram_plots
+from accesslib.plots.style import UI_COLORS
 
 _DESC = {"description_width": "120px"}
-
-
-def parse_int_list(text: str, name: str, *, low: int = 1) -> list[int]:
-    """'1, 2, 4' -> [1, 2, 4]; a ValueError naming ``name`` otherwise."""
-    parts = [p for p in str(text).replace(";", ",").replace(" ", ",").split(",") if p]
-    try:
-        values = [int(p) for p in parts]
-    except ValueError:
-        raise ValueError(f"{name}: write whole numbers separated by commas, e.g. '1, 2, 4'; got {text!r}") from None
-    if not values:
-        raise ValueError(f"{name}: give at least one value")
-    if min(values) < low:
-        raise ValueError(f"{name} must be >= {low}; got {min(values)}")
-    return sorted(set(values))
 
 
 def model_choices(policy=None) -> list[str]:
@@ -53,6 +37,20 @@ def model_choices(policy=None) -> list[str]:
     if policy is not None and policy.public:
         names = [n for n in names if n in policy.allowed_models]
     return names
+
+
+def curve_from_counts(counts: dict) -> dict:
+    """A store's counts {n: (successes, totals)} as the curve the accessibility panel draws,
+    with the logistic n50 fit (:func:`accesslib.theory.stats.fit_n50`) where it converges."""
+    from accesslib.theory.stats import fit_n50
+
+    lengths = sorted(counts)
+    s = [counts[n][0] for n in lengths]
+    t = [counts[n][1] for n in lengths]
+    fit = fit_n50((lengths, s, t)) if lengths else None
+    ok = fit is not None and fit.ok
+    return dict(lengths=lengths, successes=s, totals=t, fit=(fit.n50, fit.k) if ok else None,
+                n50=fit.n50 if ok else float("nan"), n50_stderr=fit.stderr if ok else float("nan"))
 
 
 class CrammingApp(App):
@@ -97,12 +95,15 @@ class CrammingApp(App):
         self.max_steps = W.BoundedIntText(value=30 if fast else 1000, min=1, max=100000,
                                           description="max steps", style=_DESC, layout=W.Layout(width="220px"))
         self.run_button = W.Button(description="Run", button_style="success", icon="play")
-        self.stop_button = W.Button(description="Stop", button_style="danger", icon="stop", disabled=True)
         self.progress = W.IntProgress(value=0, min=0, max=1, description="strings", style=_DESC,
                                       layout=W.Layout(width="420px"))
+        self.runner = BackgroundRun(self, run_buttons=[self.run_button], progress=self.progress,
+                                    name="accesslib-cram")
+        self.stop_button = self.runner.stop_button
         self.table = W.HTML()
         self.table.add_class("accesslib-results")
-        note = W.HTML(f'<span style="color:#555;font-size:90%">{html.escape(self.policy.describe())}</span>')
+        note = W.HTML(f'<span style="color:{UI_COLORS["muted"]};font-size:90%">'
+                      f'{html.escape(self.policy.describe())}</span>')
         self.controls.children = [
             W.HBox([self.model, self.device]),
             W.HBox([self.source, self.protocol]),
@@ -118,18 +119,12 @@ class CrammingApp(App):
         self.art_loss = cram_plots.plot_loss(ax_l)
         self.art_curve = cram_plots.plot_accessibility(ax_c)
         self._lock = threading.Lock()
-        self._end_lock = threading.Lock()
-        self._ended = True
-        self._stop = threading.Event()
-        self._thread = None
         self._models = {}
         self.loss_steps, self.loss_mean, self.loss_best = [], [], []
         self.rows = []
         self.curves = {}
-        self.run_error = None
         self._last_draw = 0.0
         self.run_button.on_click(lambda _: self.guard(self.start))
-        self.stop_button.on_click(lambda _: self.stop())
         for w in (self.model, self.source, self.protocol, self.max_steps):
             w.observe(self.refresh, names="value")
         self.refresh()
@@ -164,7 +159,7 @@ class CrammingApp(App):
             if run["model"] == req["model"] and run["source"] == req["source"] and run["protocol_hash"] == ph:
                 m = int(run["m"])
                 counts = self.store.curve(req["model"], m, req["source"], ph)
-                curves[m] = self._curve_from_counts(counts)
+                curves[m] = curve_from_counts(counts)
         self.curves = curves
         self._draw_curves()
         stored = sum(sum(c["totals"]) for c in curves.values())
@@ -172,18 +167,6 @@ class CrammingApp(App):
             self.set_status(f"{stored} strings of these settings in the results store "
                             f"({self.store.path})." if stored else
                             "No stored results for these settings yet: press Run.")
-
-    @staticmethod
-    def _curve_from_counts(counts: dict) -> dict:
-        from accesslib.theory.stats import fit_n50
-
-        lengths = sorted(counts)
-        s = [counts[n][0] for n in lengths]
-        t = [counts[n][1] for n in lengths]
-        fit = fit_n50((lengths, s, t)) if lengths else None
-        ok = fit is not None and fit.ok
-        return dict(lengths=lengths, successes=s, totals=t, fit=(fit.n50, fit.k) if ok else None,
-                    n50=fit.n50 if ok else float("nan"), n50_stderr=fit.stderr if ok else float("nan"))
 
     def _draw_curves(self):
         cram_plots.update_accessibility(self.art_curve, self.curves)
@@ -196,38 +179,11 @@ class CrammingApp(App):
         self.redraw()
 
     # -- running ----------------------------------------------------------------------------
-    @property
-    def is_running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
-
     def start(self):
-        """Validate, then cram in a background thread. Refusals are messages; nothing runs."""
-        if self.is_running:
-            raise ValueError("a run is already going: press Stop first")
+        """Validate, then cram in the background (:class:`~accesslib.apps.base.BackgroundRun`).
+        Refusals are messages; nothing runs. Stop keeps what finished (in the store too)."""
         req = self.request()
-        self._stop.clear()
-        self.rows.clear()
-        self.loss_steps, self.loss_mean, self.loss_best = [], [], []
-        self.run_error = None
-        self.progress.value = 0
-        self.run_button.disabled, self.stop_button.disabled = True, False
-        self._ended = False
-        self._thread = threading.Thread(target=self._work, args=(req,), daemon=True, name="accesslib-cram")
-        self._thread.start()
-
-    def stop(self):
-        """Ask the run to end after the current step; what finished is kept (in the store too)."""
-        with self._end_lock:   # a click that arrives after the run ended must not hide its summary
-            if self._ended:
-                return
-            self._stop.set()
-            self.set_status("stopping after the current step ...")
-
-    def wait(self, timeout=None) -> bool:
-        """Block until the run ends (for scripts and tests); True when it has ended."""
-        if self._thread is not None:
-            self._thread.join(timeout)
-        return not self.is_running
+        self.runner.start(lambda run: self._work(run, req), on_done=self._done)
 
     def _load(self, name, device):
         key = (name, device)
@@ -236,48 +192,38 @@ class CrammingApp(App):
             self._models = {key: load_model(name, device=device)}  # keep one model in memory
         return self._models[key]
 
-    def _work(self, req):
-        t0 = time.perf_counter()
-        try:
-            with self.policy.run_slot():
-                self.set_status(f"loading {req['model']} ...")
-                lm = self._load(req["model"], req["device"])
-                if req["device"] == "cpu" and lm.facts.n_params < 10_000_000:
-                    # tiny models are bound by per-step overhead: one thread is as fast, and
-                    # leaves the other cores to the page and to other visitors
-                    import torch
-                    torch.set_num_threads(1)
-                from accesslib.experiments.curves import accessibility_curve
+    def _work(self, run, req):
+        with self._lock:
+            self.rows.clear()
+            self.loss_steps, self.loss_mean, self.loss_best = [], [], []
+        with self.policy.run_slot():
+            self.set_status(f"loading {req['model']} ...")
+            lm = self._load(req["model"], req["device"])
+            if req["device"] == "cpu" and lm.facts.n_params < 10_000_000:
+                # tiny models are bound by per-step overhead: one thread is as fast, and
+                # leaves the other cores to the page and to other visitors
+                import torch
+                torch.set_num_threads(1)
+            from accesslib.experiments.curves import accessibility_curve
 
-                per_m = req["samples"] * (len(req["lengths"]) if req["lengths"] else 6)
-                self.progress.max = max(1, per_m * len(req["ms"]))
-                max_length = self.policy.max_length or 1000
-                for m in req["ms"]:
-                    if self._stop.is_set():
-                        break
-                    self._current_m = m
-                    self.set_status(f"cramming with m = {m} ...")
-                    accessibility_curve(
-                        lm, m, lengths=req["lengths"], samples=req["samples"], source=req["source"],
-                        store=self.store, protocol=req["protocol"], max_steps=req["max_steps"],
-                        max_length=max_length, on_string=self._on_string, on_step=self._on_step,
-                        stop=self._stop)
-        except ValueError as e:
-            self.run_error = str(e)
-        except Exception as e:  # shown in the page, never a traceback
-            self.run_error = f"unexpected {type(e).__name__}: {e}"
-        finally:
-            self.run_button.disabled, self.stop_button.disabled = False, True
-            self.guard(self.update)
-            if self.run_error:
-                self.show_error(self.run_error)
-            done = len(self.rows)
-            ok = sum(r["success"] for r in self.rows)
-            with self._end_lock:
-                self._ended = True
-                how = "stopped" if self._stop.is_set() else "finished"
-                self.set_status(f"{how}: {done} strings crammed this run ({ok} reproduced exactly by greedy "
-                                f"decoding) in {time.perf_counter() - t0:.1f} s; results are in {self.store.path}")
+            per_m = req["samples"] * (len(req["lengths"]) if req["lengths"] else 6)
+            run.set_progress(0, per_m * len(req["ms"]))
+            max_length = self.policy.max_length or 1000
+            for m in req["ms"]:
+                if run.stop_requested:
+                    break
+                self.set_status(f"cramming with m = {m} ...")
+                accessibility_curve(
+                    lm, m, lengths=req["lengths"], samples=req["samples"], source=req["source"],
+                    store=self.store, protocol=req["protocol"], max_steps=req["max_steps"],
+                    max_length=max_length, on_string=self._on_string, on_step=self._on_step,
+                    stop=run.stop_event)
+
+    def _done(self, outcome):
+        self.guard(self.update)
+        ok = sum(r["success"] for r in self.rows)
+        return (f"{len(self.rows)} strings crammed this run ({ok} reproduced exactly by greedy decoding) "
+                f"in {self.runner.elapsed:.1f} s; results are in {self.store.path}")
 
     def _on_step(self, info):
         with self._lock:
@@ -301,8 +247,7 @@ class CrammingApp(App):
     def _on_string(self, row):
         with self._lock:
             self.rows.append(row)
-            self.progress.max = max(self.progress.max, len(self.rows))
-            self.progress.value = len(self.rows)
+            self.runner.set_progress(len(self.rows))
         self._render_table()
         self.guard(self.update)
         cram_plots.update_loss(self.art_loss, self.loss_steps, self.loss_mean, self.loss_best)
@@ -319,7 +264,7 @@ class CrammingApp(App):
         cells = []
         for r in self.rows[-self.MAX_ROWS:][::-1]:
             mark = "✔" if r["success"] else "✘"
-            colour = "#2a9d48" if r["success"] else "#c0392b"
+            colour = UI_COLORS["success"] if r["success"] else UI_COLORS["failure"]
             target = r.get("target_text") or self._decode(r.get("target_ids"))
             greedy = self._decode(r.get("greedy_ids"))
             cells.append(

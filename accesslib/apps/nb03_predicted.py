@@ -12,12 +12,12 @@ import math
 
 import ipywidgets as W
 
-from accesslib.apps.base import App
-from accesslib.apps.nb02_cramming import CrammingApp
+from accesslib.apps.base import App, BackgroundRun
+from accesslib.apps.nb02_cramming import curve_from_counts
 from accesslib.apps.policy import current_policy
 from accesslib.config import FAST
-from accesslib.plots import bounds as plotting
 from accesslib.plots import cramming as cram_plots
+from accesslib.plots.style import dataset_color
 from accesslib.results import bundles, reference
 from accesslib.results.bundles import predicted_slopes
 
@@ -52,7 +52,7 @@ class PredictedApp(App):
         for p in reference.n50_points():
             label = f"{p['model'].split('/')[-1]} {p['dataset']} [A]"
             marker = markers.setdefault(p["model"], "s^Dv"[len(markers) % 4])   # one shape per model
-            pub[label] = (p["m"], p["n50"], plotting.dataset_color(p["dataset"]), marker)
+            pub[label] = (p["m"], p["n50"], dataset_color(p["dataset"]), marker)
         cram_plots.plot_published(self.art, pub)
         self.model.observe(self._on_model, names="value")
         for w in (self.r, self.eps_rel, self.show_published):
@@ -104,8 +104,8 @@ class PredictedApp(App):
 
 def default_sweep(fast: bool = FAST) -> dict:
     """A small sweep of the default model: m = 1, 2 on a fixed grid of lengths (natural text)."""
-    from accesslib.models import embedded
     from accesslib.config import home
+    from accesslib.models import embedded
 
     return dict(name="notebook-sweep", models=[embedded.DEFAULT], m=[1, 2], source="natural",
                 samples=2 if fast else 8, seeds=[0], lengths=[2, 4] if fast else [4, 6, 8, 10, 12, 16, 20],
@@ -115,7 +115,11 @@ def default_sweep(fast: bool = FAST) -> dict:
 
 class SweepApp(App):
     """Run a sweep (accesslib.experiments.sweep) on a Dask LocalCluster from the page: progress, dashboard
-    link, and the accessibility curves read from the results store after every job."""
+    link, and the accessibility curves read from the results store after every job.
+
+    The sweep runs in its own thread (:func:`accesslib.experiments.sweep.start_sweep`); the app's
+    :class:`~accesslib.apps.base.BackgroundRun` watches it, so Run, Stop, the final status and
+    :meth:`wait` work as in every other app."""
 
     figsize = (7.5, 3.4)
 
@@ -126,11 +130,15 @@ class SweepApp(App):
         self.policy = policy or current_policy()
         self.spec = load_spec(spec if spec is not None else default_sweep(fast))
         self.scheduler = scheduler
-        self.run = None
+        self.run = None          # the SweepRun of the last launch
+        self.curves = {}
         self.run_button = W.Button(description="Launch sweep", button_style="success", icon="play")
-        self.stop_button = W.Button(description="Stop", button_style="danger", icon="stop", disabled=True)
         self.progress = W.IntProgress(value=0, min=0, max=max(1, len(self.spec.jobs())), description="jobs",
                                       style=_DESC, layout=W.Layout(width="360px"))
+        self.runner = BackgroundRun(self, run_buttons=[self.run_button], progress=self.progress,
+                                    name="accesslib-sweep-watch",
+                                    stop_message="stopping: running jobs end after their current string ...")
+        self.stop_button = self.runner.stop_button
         self.controls.children = [
             W.HTML(f"<span style='font-size:90%'>sweep: models {', '.join(self.spec.model_labels)}; "
                    f"m = {self.spec.m}; lengths {self.spec.lengths}; {self.spec.samples} strings each; "
@@ -140,46 +148,47 @@ class SweepApp(App):
         self.fig.subplots_adjust(left=0.1, right=0.97, bottom=0.16, top=0.88)
         self.art = cram_plots.plot_accessibility(ax)
         self.run_button.on_click(lambda _: self.guard(self.start))
-        self.stop_button.on_click(lambda _: self.run.stop() if self.run is not None else None)
         self.refresh()
 
     def start(self):
         if self.policy.public:
             raise ValueError("sweeps start worker processes: they are switched off on this public server")
-        if self.run is not None and self.run.running:
-            raise ValueError("a sweep is already running: press Stop first")
+        self.runner.start(self._work, on_done=self._done)
+
+    def _work(self, job):
         from accesslib.experiments.sweep import start_sweep
 
+        self.set_status("starting the Dask cluster ...")
         self.run = start_sweep(self.spec, on_job_done=lambda res: self.guard(self.update),
                                scheduler=self.scheduler, progress=False)
-        self.run_button.disabled, self.stop_button.disabled = True, False
-        self.set_status("starting the Dask cluster ...")
+        job.on_stop(self.run.stop)   # Stop reaches the sweep's own stop flag
+        try:
+            self.run.wait()
+        except Exception as e:   # the sweep's own error, raised again by wait
+            raise ValueError(f"the sweep failed: {e}") from None
 
-    def wait(self, timeout=None):
-        """Block until the sweep ends (scripts and tests); then show its final state."""
-        if self.run is not None:
-            self.run._thread.join(timeout)
-        self.refresh()
-        return self.run is None or not self.run.running
+    def _done(self, outcome):
+        self.guard(self.update)
+        if self.run is None:
+            return None
+        done, total = self.run.progress
+        link = self.run.dashboard_link
+        return f"{done}/{total} jobs" + (f"; Dask dashboard: {link}" if link else "")
 
     def update(self):
         from accesslib.experiments.sweep import sweep_curves
 
         counts = self.run.curves() if self.run is not None else sweep_curves(self.spec)
         model = self.spec.model_labels[0]
-        curves = {m: CrammingApp._curve_from_counts(c) for (mod, m), c in counts.items() if mod == model and c}
+        curves = {m: curve_from_counts(c) for (mod, m), c in counts.items() if mod == model and c}
         self.curves = curves
         cram_plots.update_accessibility(self.art, curves)
         self.readout.value = " &nbsp;·&nbsp; ".join(
             f"m={m}: n50 = {c['n50']:.1f}" for m, c in sorted(curves.items()) if math.isfinite(c["n50"]))
         if self.run is not None:
             done, total = self.run.progress
-            self.progress.max, self.progress.value = max(1, total), done
-            link = self.run.dashboard_link
-            state = "running" if self.run.running else "finished"
-            if not self.run.running:
-                self.run_button.disabled, self.stop_button.disabled = False, True
-                if self.run.error is not None:
-                    raise ValueError(f"the sweep failed: {self.run.error}")
-            self.set_status(f"{state}: {done}/{total} jobs" + (f"; Dask dashboard: {link}" if link else ""))
+            self.runner.set_progress(done, total)
+            if self.run.running:
+                link = self.run.dashboard_link
+                self.set_status(f"running: {done}/{total} jobs" + (f"; Dask dashboard: {link}" if link else ""))
         self.redraw()

@@ -10,6 +10,7 @@ import math
 import ipywidgets as W
 
 from accesslib.apps.base import App
+from accesslib.plots import slope as slope_plots
 from accesslib.results import bundles
 
 _DESC = {"description_width": "120px"}
@@ -38,30 +39,10 @@ class SlopeApp(App):
         axes = [self.fig.add_subplot(1, 3, i) for i in (1, 2, 3)]
         self.fig.subplots_adjust(left=0.08, right=0.98, bottom=0.17, top=0.88, wspace=0.4)
         self.axes = axes
-        for ax, xl in zip(axes[:2], ["d (model width), |V| fixed", "ln|V|, d fixed"]):
-            ax.set_xlabel(xl)
-            ax.set_ylabel("tokens per vector (log)")
-            ax.set_yscale("log")
-        axes[2].set_xlabel("d / ln|V|")
-        axes[2].set_ylabel("C / a (theory / experiment)")
-        axes[0].set_title("width", fontsize=10)
-        axes[1].set_title("vocabulary", fontsize=10)
-        axes[2].set_title("is the ratio constant?", fontsize=10)
-        from accesslib.plots.bounds import COLORS, STYLE
-
-        self._art = {}
-        for i in (0, 1):
-            ax = axes[i]
-            self._art[i] = dict(
-                a=ax.errorbar([], [], yerr=[], color=COLORS["measured"], label="measured slope a", **STYLE["marker"]),
-                C=ax.plot([], [], color=COLORS["predicted"], marker="_", ms=14, mew=2, lw=2, label="predicted C")[0])
-            from matplotlib.ticker import NullFormatter, ScalarFormatter
-            ax.yaxis.set_major_formatter(ScalarFormatter())
-            ax.yaxis.set_minor_formatter(NullFormatter())
-            ax.legend(fontsize=7.5, loc="best")
-        self._ratio = axes[2].plot([], [], ls="none", marker="o", color=COLORS["measured"])[0]
-        self._ratio_mean = axes[2].axhline(float("nan"), **STYLE["refline"])
-        self._labels = []
+        self._art = {0: slope_plots.plot_slope_against(axes[0], xlabel="d (model width), |V| fixed",
+                                                        title="width"),
+                     1: slope_plots.plot_slope_against(axes[1], xlabel="ln|V|, d fixed", title="vocabulary")}
+        self._ratio = slope_plots.plot_ratio(axes[2])
         self.bound.observe(self.refresh, names="value")
         self.dtype.observe(self.refresh, names="value")
         self.refresh()
@@ -80,8 +61,6 @@ class SlopeApp(App):
         return by_d, by_v
 
     def update(self):
-        from accesslib.plots.cramming import _set_errorbar
-
         rows = [r for r in bundles.family_table(family_models(), bound=self.bound.value, dtype=self.dtype.value)
                 if r["slope"]]
         if not rows:
@@ -90,31 +69,13 @@ class SlopeApp(App):
         self.rows = rows
         by_d, by_v = self._groups(rows)
         for i, (grp, key) in enumerate([(by_d, "d"), (by_v, "ln_vocab")]):
-            xs = [r[key] for r in grp]
-            _set_errorbar(self._art[i]["a"], xs, [r["slope"] for r in grp],
-                          [r["slope_stderr"] or 0.0 for r in grp])
-            self._art[i]["C"].set_data(xs, [r["C"] if r["C"] else float("nan") for r in grp])
-            ax = self.axes[i]
-            vals = [v for r in grp for v in (r["slope"], r["C"]) if v]
-            if xs:
-                pad = (max(xs) - min(xs)) * 0.1 or 1.0
-                ax.set_xlim(min(xs) - pad, max(xs) + pad)
-            if vals:
-                ax.set_ylim(min(vals) / 2, max(vals) * 2)
+            slope_plots.update_slope_against(self._art[i], [r[key] for r in grp], [r["slope"] for r in grp],
+                                             [r["slope_stderr"] for r in grp], [r["C"] for r in grp])
         x = [r["d"] / r["ln_vocab"] for r in rows]
-        y = [r["ratio"] if r["ratio"] else float("nan") for r in rows]
-        self._ratio.set_data(x, y)
-        good = [v for v in y if math.isfinite(v)]
+        good = [r["ratio"] for r in rows if r["ratio"] and math.isfinite(r["ratio"])]
         mean = sum(good) / len(good) if good else float("nan")
-        self._ratio_mean.set_ydata([mean, mean])
-        for t in self._labels:
-            t.remove()
-        self._labels = [self.axes[2].annotate(r["model"].replace("tiny-", ""), (xi, yi), fontsize=7,
-                                              xytext=(3, 3), textcoords="offset points")
-                        for r, xi, yi in zip(rows, x, y) if math.isfinite(yi)]
-        if good:
-            self.axes[2].set_xlim(0, max(x) * 1.15)
-            self.axes[2].set_ylim(0, max(good) * 1.3)
+        slope_plots.update_ratio(self._ratio, x, [r["ratio"] for r in rows],
+                                 [r["model"].replace("tiny-", "") for r in rows], mean)
         spread = (max(good) / min(good)) if good else float("nan")
         self.readout.value = (
             "<table style='font-size:90%' cellpadding='3'><tr><th>model</th><th>d</th><th>|V|</th>"

@@ -13,8 +13,9 @@ import math
 import ipywidgets as W
 import numpy as np
 
+from accesslib.apps.base import App, BackgroundRun
 from accesslib.plots import geometry as gp
-from accesslib.apps.base import App
+from accesslib.plots.style import UI_COLORS
 
 _DESC = {"description_width": "120px"}
 
@@ -285,9 +286,11 @@ class ModelGeometryApp(App):
         self.assign = W.ToggleButtons(options=[("argmax (greedy)", "argmax"), ("Voronoi ([A])", "voronoi")],
                                       value="argmax", description="cells", style=_DESC)
         self.run_btn = W.Button(description="Run", button_style="primary")
-        self.stop_btn = W.Button(description="Stop", disabled=True)
         self.shipped_btn = W.Button(description="Stored measurement", disabled=True)
         self.progress = W.IntProgress(value=0, min=0, max=5, layout=W.Layout(width="200px"))
+        self.runner = BackgroundRun(self, run_buttons=[self.run_btn], progress=self.progress,
+                                    name="accesslib-geometry")
+        self.stop_btn = self.runner.stop_button
         self.controls.children = [W.HBox([W.VBox([self.model, self.per_length, self.n_cells]),
                                           W.VBox([self.assign, W.HBox([self.run_btn, self.stop_btn, self.shipped_btn]),
                                                   self.progress])])]
@@ -301,10 +304,7 @@ class ModelGeometryApp(App):
         self.report = None
         self.eff = None
         self.view = None
-        self._stop = False
-        self._thread = None
-        self.run_btn.on_click(lambda _: self.start())
-        self.stop_btn.on_click(lambda _: setattr(self, "_stop", True))
+        self.run_btn.on_click(lambda _: self.guard(self.start))
         self.shipped_btn.on_click(lambda _: self.guard(self.show_shipped))
         self.model.observe(self._on_model, names="value")
         self._on_model()
@@ -322,9 +322,10 @@ class ModelGeometryApp(App):
         warn = ""
         if v["sample_limited"]:
             from accesslib.theory.stats import zero_hit_share
-            warn = (f"<br><span style='color:#b35900'>⚠ {v['zero_hit'] / v['vocab_size']:.0%} of the "
-                    f"tokens were never hit: the cell bound is set by N (|s<sub>conv</sub>| ≈ ln(N/3) = "
-                    f"{-math.log(zero_hit_share(v['n_cells'])):.2f}) and tightens as N grows</span>")
+            warn = (f"<br><span style='color:{UI_COLORS['warning']}'>⚠ "
+                    f"{v['zero_hit'] / v['vocab_size']:.0%} of the tokens were never hit: the cell bound is set "
+                    f"by N (|s<sub>conv</sub>| ≈ ln(N/3) = {-math.log(zero_hit_share(v['n_cells'])):.2f}) "
+                    "and tightens as N grows</span>")
         eff = ""
         if v.get("eff") is not None:
             e = v["eff"]
@@ -375,56 +376,46 @@ class ModelGeometryApp(App):
         self.update()
 
     def start(self, wait=False):
-        """Run the measurement in a background thread (``wait=True``: in this thread)."""
-        import threading
-        if self._thread is not None and self._thread.is_alive():
-            return
-        self._stop = False
-        self.run_btn.disabled, self.stop_btn.disabled = True, False
-        self._thread = threading.Thread(target=self.guard, args=(self._work,), daemon=True)
-        self._thread.start()
+        """Measure in the background (``wait=True``: and block until done)."""
+        self.runner.start(self._work)
         if wait:
-            self._thread.join()
+            self.wait()
 
-    def _work(self):
+    def _work(self, run):
         from accesslib.engine import geometry
-        try:
-            self.progress.value = 0
-            name = self.model.value
-            self.set_status(f"loading {name} ...")
-            if name == TINY_RANDOM:
-                from accesslib.models.loading import tiny_model
-                lm = tiny_model("gpt_neox", d=64, vocab_size=512)
-            else:
-                from accesslib.models.loading import load_model
-                from accesslib.models.gguf import NotInstalledError
-                try:
-                    lm = load_model(name)
-                except NotInstalledError as e:   # offered for its stored measurement only
-                    raise ValueError(f"{name} is not installed here, so it cannot be measured: {e}; "
-                                     "its stored measurement needs nothing: press Stored measurement") from None
-            self.progress.value = 1
-            if self._stop:
-                return self.set_status("stopped")
-            self.set_status("sampling hidden states on random tokens ...")
-            x = geometry.sample_support(lm, [4, 16, 64], self.per_length.value, progress=False)
-            self.progress.value = 2
-            if self._stop:
-                return self.set_status("stopped")
-            self.set_status("Monte Carlo cell shares ...")
-            self.report = geometry.geometry_report(lm, name=name, samples=x, n_cells=self.n_cells.value,
-                                                   assign=self.assign.value, progress=False)
-            self.eff = None
-            self.view = view_from_report(self.report)
-            self.progress.value = 4
-            if self._stop:
-                self.update()
-                return self.set_status("stopped before the effective-eps measurement")
-            self.set_status("effective ε: perturbing a memory vector until the greedy output changes ...")
-            self.eff = geometry.effective_eps(lm, n_directions=8, n_tokens=4)
-            self.view = view_from_report(self.report, self.eff)
-            self.progress.value = 5
-            self.set_status("done")
+        name = self.model.value
+        self.set_status(f"loading {name} ...")
+        if name == TINY_RANDOM:
+            from accesslib.models.loading import tiny_model
+            lm = tiny_model("gpt_neox", d=64, vocab_size=512)
+        else:
+            from accesslib.models.gguf import NotInstalledError
+            from accesslib.models.loading import load_model
+            try:
+                lm = load_model(name)
+            except NotInstalledError as e:   # offered for its stored measurement only
+                raise ValueError(f"{name} is not installed here, so it cannot be measured: {e}; "
+                                 "its stored measurement needs nothing: press Stored measurement") from None
+        run.set_progress(1)
+        if run.stop_requested:
+            return "after loading the model"
+        self.set_status("sampling hidden states on random tokens ...")
+        x = geometry.sample_support(lm, [4, 16, 64], self.per_length.value, progress=False)
+        run.set_progress(2)
+        if run.stop_requested:
+            return "after sampling hidden states"
+        self.set_status("Monte Carlo cell shares ...")
+        self.report = geometry.geometry_report(lm, name=name, samples=x, n_cells=self.n_cells.value,
+                                               assign=self.assign.value, progress=False)
+        self.eff = None
+        self.view = view_from_report(self.report)
+        run.set_progress(4)
+        if run.stop_requested:
             self.update()
-        finally:
-            self.run_btn.disabled, self.stop_btn.disabled = False, True
+            return "before the effective-ε measurement"
+        self.set_status("effective ε: perturbing a memory vector until the greedy output changes ...")
+        self.eff = geometry.effective_eps(lm, n_directions=8, n_tokens=4)
+        self.view = view_from_report(self.report, self.eff)
+        run.set_progress(5)
+        self.update()
+        return None

@@ -14,22 +14,22 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 import time
 from pathlib import Path
 
 import ipywidgets as W
-import numpy as np
 
 from accesslib import config as _config
+from accesslib._checks import check_choice, check_int, parse_int_list
+from accesslib.apps.base import App, BackgroundRun
 from accesslib.config import data_path
-from accesslib.plots.bounds import COLORS
-from accesslib.apps.base import App
-from accesslib.theory.stats import binomial_stderr
+from accesslib.plots import copying as copy_plots
 
 _DESC = {"description_width": "110px"}
 BUNDLE = "copy_run.json"
 WEIGHTS = "copy-task"
+#: letters of the copy task's alphabet: a uniform guess costs ln 26 nats per letter
+ALPHABET = 26
 
 
 def load_bundle(path=None) -> dict | None:
@@ -44,19 +44,6 @@ def weights_dir() -> Path | None:
     """Directory of the shipped copy-model weights, or None if they are not installed."""
     p = data_path("models", WEIGHTS)
     return p if (p / "model.safetensors").is_file() else None
-
-
-def parse_lengths(text, *, max_length=None):
-    """'10, 50, 100' -> [10, 50, 100] (sorted, unique); ValueError names the field."""
-    try:
-        vals = sorted({int(x) for x in str(text).replace(";", ",").split(",") if x.strip()})
-    except ValueError:
-        raise ValueError(f"eval lengths must be whole numbers separated by commas; got {text!r}") from None
-    if not vals or vals[0] < 1:
-        raise ValueError(f"eval lengths must be at least one whole number >= 1; got {text!r}")
-    if max_length is not None and vals[-1] > max_length:
-        raise ValueError(f"eval lengths must be <= {max_length} (the model's positions); got {vals[-1]}")
-    return vals
 
 
 def first_below(lengths, acc, after, level=0.1):
@@ -76,8 +63,6 @@ class CopyApp(App):
         super().__init__(canvas=canvas)
         self.fast = _config.FAST if fast is None else bool(fast)
         self.bundle = load_bundle() if bundle is None else bundle
-        self._thread = None
-        self._stop = threading.Event()
         self.result = None       # last TrainResult
         self.model = None        # last trained or loaded model
         self.steps_seen = []
@@ -99,8 +84,10 @@ class CopyApp(App):
         self.run_btn = W.Button(description="Run (train)", button_style="primary", icon="play")
         self.eval_btn = W.Button(description="Evaluate shipped model", icon="check",
                                  layout=W.Layout(width="210px"), disabled=weights_dir() is None)
-        self.stop_btn = W.Button(description="Stop", icon="stop", disabled=True)
         self.progress = W.IntProgress(value=0, min=0, max=1, layout=W.Layout(width="300px"))
+        self.runner = BackgroundRun(self, run_buttons=[self.run_btn, self.eval_btn], progress=self.progress,
+                                    name="accesslib-copy")
+        self.stop_btn = self.runner.stop_button
         self.controls.children = [
             W.HBox([W.VBox([self.d, self.layers, self.lr]), W.VBox([self.max_len, self.steps, self.n_eval])]),
             self.lengths,
@@ -108,7 +95,6 @@ class CopyApp(App):
         ]
         self.run_btn.on_click(lambda _: self.start("train"))
         self.eval_btn.on_click(lambda _: self.start("shipped"))
-        self.stop_btn.on_click(lambda _: self.stop())
         self._build_figure()
         self.show_bundle()
 
@@ -140,58 +126,18 @@ class CopyApp(App):
         self.ax_loss = fig.add_subplot(1, 2, 1)
         self.ax_acc = fig.add_subplot(1, 2, 2)
         fig.subplots_adjust(left=0.08, right=0.98, top=0.88, bottom=0.13, wspace=0.25)
-        ax = self.ax_loss
-        (self.loss_line,) = ax.plot([], [], color=COLORS["measured"], lw=1.4, label="training loss")
-        ax.axhline(math.log(26), **dict(lw=1.0, ls=":", color=COLORS["reference"]))
-        ax.text(0.98, math.log(26), "chance: ln 26", ha="right", va="bottom", fontsize=8,
-                color=COLORS["reference"], transform=ax.get_yaxis_transform())
-        ax.set_yscale("log")
-        ax.set_xlabel("step")
-        ax.set_ylabel("loss on the copied part (nats/token)")
-        ax.set_title("(a) training", fontsize=10, loc="left")
-        ax = self.ax_acc
-        self.shade = ax.axvspan(5, 50, color=COLORS["predicted"], alpha=0.10, lw=0, label="training lengths")
-        ax.axhline(0.1, lw=0.8, ls=":", color=COLORS["reference"])
-        from matplotlib.collections import LineCollection
-
-        self.err = LineCollection([], colors=COLORS["pg19"], lw=1.0)
-        ax.add_collection(self.err)
-        (self.greedy_pts,) = ax.plot([], [], "o-", color=COLORS["pg19"], ms=6, mec="white", mew=0.8, lw=0.8,
-                                     label="greedy generation")
-        (self.tf_pts,) = ax.plot([], [], "s--", color=COLORS["random"], ms=5, mfc="none", mew=1.2, lw=0.8,
-                                 label="teacher-forced (all argmax)")
-        ax.set_xscale("log")
-        ax.set_ylim(-0.04, 1.04)
-        ax.set_xlim(4, 500)
-        ax.set_xlabel("copy length (letters)")
-        ax.set_ylabel("exact-string accuracy")
-        ax.set_title("(b) accuracy vs length", fontsize=10, loc="left")
-        ax.legend(loc="lower left", fontsize=8, frameon=False)
+        self.art_loss = copy_plots.plot_training_loss(self.ax_loss, chance=math.log(ALPHABET),
+                                                      chance_label=f"chance: ln {ALPHABET}")
+        self.art_acc = copy_plots.plot_copy_accuracy(self.ax_acc)
+        self.loss_line = self.art_loss["line"]
+        self.greedy_pts, self.tf_pts = self.art_acc["greedy"], self.art_acc["teacher_forced"]
         self.title = fig.suptitle("", fontsize=10)
 
     def _set_loss(self, steps, losses):
-        self.loss_line.set_data(steps, losses)
-        if len(steps):
-            lo, hi = float(np.min(losses)), float(np.max(losses))
-            self.ax_loss.set_xlim(0, max(10, steps[-1] * 1.05))
-            self.ax_loss.set_ylim(max(1e-4, lo * 0.7), max(hi, math.log(26)) * 1.3)
+        copy_plots.update_training_loss(self.art_loss, steps, losses)
 
     def _set_accuracy(self, lengths, greedy, tf, n, train_range):
-        lengths = np.asarray(lengths, dtype=float)
-        g = np.array([np.nan if x is None else x for x in greedy], dtype=float)
-        t = np.array([np.nan if x is None else x for x in tf], dtype=float)
-        self.greedy_pts.set_data(lengths, g)
-        self.tf_pts.set_data(lengths, t)
-        se = binomial_stderr(np.nan_to_num(g) * n, n)
-        self.err.set_segments([[(L, a - s), (L, a + s)] for L, a, s in zip(lengths, g, se) if np.isfinite(a)])
-        lo, hi = train_range
-        self.shade.set_x(lo) if hasattr(self.shade, "set_x") else None
-        try:
-            self.shade.set_xy([[lo, 0], [lo, 1], [hi, 1], [hi, 0], [lo, 0]])
-        except (AttributeError, ValueError):
-            pass
-        if len(lengths):
-            self.ax_acc.set_xlim(min(4, lengths.min() * 0.8), max(100, lengths.max() * 1.25))
+        copy_plots.update_copy_accuracy(self.art_acc, lengths, greedy, tf, n, train_range)
 
     def show_bundle(self):
         """Draw the shipped run (no computation); a note if it is absent."""
@@ -223,57 +169,30 @@ class CopyApp(App):
             self.redraw_now()
 
     # -- running ------------------------------------------------------------------------------
-    @property
-    def running(self):
-        return self._thread is not None and self._thread.is_alive()
-
     def start(self, what="train", *, wait=False):
-        """Start training ('train') or the shipped model's evaluation ('shipped') in a thread."""
-        if self.running:
-            self.show_error("already running: press Stop first")
+        """Start training ('train') or the shipped model's evaluation ('shipped') in the
+        background; False (and a message) when the inputs are bad or a run is going."""
+        def go():
+            check_choice("what", what, ("train", "shipped"))
+            self._validate_inputs()
+            self.runner.start(self._work_train if what == "train" else self._work_shipped,
+                              on_done=lambda outcome: self.redraw_now())
+        if not self.guard(go):
             return False
-        ok = self.guard(self._validate_inputs)
-        if not ok:
-            return False
-        self._stop.clear()
-        self.run_btn.disabled = self.eval_btn.disabled = True
-        self.stop_btn.disabled = False
-        target = self._work_train if what == "train" else self._work_shipped
-        self._thread = threading.Thread(target=self._run_guarded, args=(target,), daemon=True)
-        self._thread.start()
         if wait:
-            self._thread.join()
+            self.wait()
         return True
 
     def _validate_inputs(self):
-        if int(self.steps.value) < 1 or int(self.steps.value) > 100_000:
-            raise ValueError(f"max steps must be a whole number in 1..100000; got {self.steps.value}")
-        if not 1 <= int(self.n_eval.value) <= 10_000:
-            raise ValueError(f"strings/length must be in 1..10000; got {self.n_eval.value}")
-        parse_lengths(self.lengths.value, max_length=1000)
+        check_int("max steps", int(self.steps.value), 1, 100_000)
+        check_int("strings/length", int(self.n_eval.value), 1, 10_000)
+        parse_int_list(self.lengths.value, "eval lengths", high=1000)
         self.make_config()
-
-    def _run_guarded(self, fn):
-        try:
-            self.guard(fn)
-        finally:
-            self.run_btn.disabled = False
-            self.eval_btn.disabled = weights_dir() is None
-            self.stop_btn.disabled = True
-            self.redraw_now()
-
-    def stop(self):
-        """Ask the running job to stop (it finishes its current step)."""
-        self._stop.set()
-
-    def join(self, timeout=None):
-        if self._thread is not None:
-            self._thread.join(timeout)
 
     def _on_step(self, s):
         self.steps_seen.append(s.step)
         self.losses_seen.append(s.loss)
-        self.progress.value = s.step
+        self.runner.set_progress(s.step)
         if s.step % 10 == 0 or s.step == s.steps:
             self.set_status(f"training: step {s.step}/{s.steps}, loss {s.loss:.4f}, "
                             f"{s.elapsed:.0f} s wall, {s.cpu_time:.0f} s CPU"
@@ -282,19 +201,19 @@ class CopyApp(App):
             self._set_loss(self.steps_seen, self.losses_seen)
             self._maybe_redraw()
 
-    def _work_train(self):
+    def _work_train(self, run):
         from accesslib.engine import copying as cp
 
         cfg = self.make_config()
         steps = int(self.steps.value)
         self.steps_seen, self.losses_seen = [], []
-        self.progress.max, self.progress.value = steps, 0
+        run.set_progress(0, steps)
         self.title.set_text(f"your run: d={cfg.d}, {cfg.layers} layers, trained on lengths {cfg.min_len}..{cfg.max_len}")
         self._set_accuracy([], [], [], 1, (cfg.min_len, cfg.max_len))
         self._set_loss([], [])
         self.redraw_now()
         self.set_status("building the model...")
-        res = cp.train(cfg, steps=steps, on_step=self._on_step, stop=self._stop)
+        res = cp.train(cfg, steps=steps, on_step=self._on_step, stop=run.stop_event)
         self.result, self.model = res, res.model
         self._set_loss(self.steps_seen, self.losses_seen)
         how = "stopped" if res.interrupted else ("reached 100% at the longest training length" if res.reached_target
@@ -302,11 +221,10 @@ class CopyApp(App):
         self.title.set_text(f"your run: d={cfg.d}, {cfg.layers} layers, {res.steps_done} steps "
                             f"({how}), {res.wall_time:.0f} s wall / {res.cpu_time:.0f} s CPU")
         if res.interrupted:
-            self.set_status(f"stopped after {res.steps_done} steps.")
-            return
-        self._evaluate(res.model, (cfg.min_len, cfg.max_len))
+            return f"trained for {res.steps_done} steps, not evaluated"
+        return self._evaluate(run, res.model, (cfg.min_len, cfg.max_len))
 
-    def _work_shipped(self):
+    def _work_shipped(self, run):
         from accesslib.engine import copying as cp
 
         path = weights_dir()
@@ -316,31 +234,33 @@ class CopyApp(App):
         self.model = cp.load_weights(path)
         tr = tuple((self.bundle or {}).get("train_range", (5, 50)))
         self.title.set_text("shipped model, evaluated live")
-        self._evaluate(self.model, tr)
+        return self._evaluate(run, self.model, tr)
 
-    def _evaluate(self, model, train_range):
+    def _evaluate(self, run, model, train_range):
+        """Accuracy length by length (the curve fills in live); returns the run's summary."""
         from accesslib.engine import copying as cp
 
         mp = getattr(model.config, "max_position_embeddings", None)
-        lengths = parse_lengths(self.lengths.value, max_length=(mp - 3) // 2 if mp else None)
+        # a copy example of length L takes 2L + 3 positions
+        lengths = parse_int_list(self.lengths.value, "eval lengths", high=(mp - 3) // 2 if mp else None)
         n = int(self.n_eval.value)
         self.acc_rows = []
-        self.progress.max, self.progress.value = len(lengths), 0
+        run.set_progress(0, len(lengths))
         self._set_accuracy([], [], [], n, train_range)
 
         def on_length(r):
             self.acc_rows.append(r)
-            self.progress.value = len(self.acc_rows)
+            run.set_progress(len(self.acc_rows))
             self._set_accuracy([x.length for x in self.acc_rows], [x.greedy for x in self.acc_rows],
                                [x.teacher_forced for x in self.acc_rows], n, train_range)
             self.set_status(f"evaluating: length {r.length}: greedy {r.greedy:.2f}, "
                             f"teacher-forced {r.teacher_forced:.2f} ({n} strings)")
             self.redraw_now()
 
-        cp.evaluate(model, lengths, n=n, stop=self._stop, on_length=on_length)
+        cp.evaluate(model, lengths, n=n, stop=run.stop_event, on_length=on_length)
         rows = self.acc_rows
         below = first_below([r.length for r in rows], [r.greedy for r in rows], train_range[1])
-        self.set_status(("stopped during evaluation. " if self._stop.is_set() else "done. ")
-                        + (f"Greedy accuracy falls below 10% at length {below} "
-                           f"({below / train_range[1]:.1f}x the longest training length)." if below else
-                           "Greedy accuracy stayed at or above 10% at every evaluated length."))
+        return (("during evaluation; " if run.stop_requested else "")
+                + (f"greedy accuracy falls below 10% at length {below} "
+                   f"({below / train_range[1]:.1f}x the longest training length)" if below else
+                   f"greedy accuracy stayed at or above 10% at every evaluated length ({len(rows)})"))

@@ -11,9 +11,10 @@ from __future__ import annotations
 import ipywidgets as W
 import numpy as np
 
-from accesslib.theory import meanfield as mf
-from accesslib.plots.bounds import COLORS, STYLE
+from accesslib._checks import check_int
 from accesslib.apps.base import App
+from accesslib.plots import meanfield as mf_plots
+from accesslib.theory import meanfield as mf
 
 _DESC = {"description_width": "120px"}
 
@@ -36,38 +37,22 @@ class MeanFieldApp(App):
         a1 = self.fig.add_subplot(1, 2, 1)
         a2 = self.fig.add_subplot(1, 2, 2)
         self.fig.subplots_adjust(left=0.08, right=0.98, top=0.88, bottom=0.14, wspace=0.3)
-        x = np.arange(d)
-        (self.base_line,) = a1.plot(x, np.zeros(d), "-", color=COLORS["predicted"], lw=1.6, label="original context")
-        (self.new_pts,) = a1.plot(x, np.zeros(d), "o", color=COLORS["pg19"], ms=6, mfc="none", mew=1.5,
-                                  label="changed context")
-        a1.set_xlabel("coordinate of the last token's output")
-        a1.set_ylabel("value")
-        a1.set_ylim(-3.5, 3.5)
-        a1.legend(loc="upper right", fontsize=8, frameon=False)
+        self.art_out = mf_plots.plot_query_outputs(a1, d)
+        self.base_line, self.new_pts = self.art_out["original"], self.art_out["changed"]
         self.a1 = a1
         # right panel: computed once (fixed p, seeds): convergence to the mean-field output
         p = np.linspace(2, 1, vocab_size)
         self.p = p / p.sum()
         lengths = [4, 8, 16, 32, 64, 128, 256, 512]
         c = mf.convergence(self.model, self.p, lengths, query=0, repeats=4, seed=1)
-        L = c["lengths"]
-        a2.errorbar(L, c["out_dist"].mean(1), yerr=c["out_dist"].std(1), color=COLORS["measured"],
-                    label="|output(N) − mean-field output at p|", **STYLE["marker"])
-        a2.plot(L, c["tv"].mean(1), "s", color=COLORS["random"], mfc="none", label="distance of μ_N from p (TV)")
-        a2.set_xscale("log")
-        a2.set_yscale("log")
-        a2.set_xlabel("context length N (tokens drawn from p)")
-        a2.set_title("(b) long contexts converge to a measure", fontsize=10, loc="left")
-        a2.legend(loc="lower left", fontsize=8, frameon=False)
+        self.art_conv = mf_plots.plot_convergence_to_measure(a2, c["lengths"], c["out_dist"], c["tv"])
         self.convergence = c
         for w in (self.N, self.k, self.permute, self.positions, self.causal, self.seed):
             w.observe(self.refresh, names="value")
         self.refresh()
 
     def contexts(self):
-        N, k = int(self.N.value), int(self.k.value)
-        if not 2 <= N <= 2000:
-            raise ValueError(f"context length N must be in 2..2000; got {N}")
+        N, k = check_int("context length N", int(self.N.value), 2, 2000), int(self.k.value)
         rng = np.random.default_rng(int(self.seed.value))
         ids = rng.integers(0, self.model.vocab_size, N)
         new = mf.duplicate(ids, k)
@@ -80,12 +65,10 @@ class MeanFieldApp(App):
         kw = dict(positions=self.positions.value, causal=self.causal.value)
         a = mf.query_output(self.model, ids, **kw)
         b = mf.query_output(self.model, new, **kw)
-        self.base_line.set_ydata(a)
-        self.new_pts.set_ydata(b)
         diff = float(np.abs(a - b).max())
         self.max_diff = diff
+        mf_plots.update_query_outputs(self.art_out, a, b, diff)
         same = "the same" if diff < 1e-9 else "different"
-        self.a1.set_title(f"(a) max |difference| = {diff:.2g}: {same}", fontsize=10, loc="left")
         broken = [w for w, on in (("positions", self.positions.value), ("a causal mask", self.causal.value)) if on]
         self.readout.value = (
             f"Context of N = {len(ids)} tokens vs {len(new)} tokens (each written {int(self.k.value)}×"

@@ -25,8 +25,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Optional
 
-import numpy as np
 import torch
+
+from accesslib._checks import check_float, check_int
+from accesslib.engine import decoding
+from accesslib.models import facts
 
 # ---------------------------------------------------------------- vocabulary and data
 PAD, BOS, SEP, EOS = 0, 1, 2, 3
@@ -51,15 +54,6 @@ def encode(text: str) -> list[int]:
 def decode(ids) -> str:
     """Inverse of :func:`encode`."""
     return "".join(ID_TO_CHAR[int(i)] for i in ids)
-
-
-def _check_int(name, value, low, high=None):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValueError(f"{name} must be a whole number >= {low}" + (f" and <= {high}" if high else "")
-                         + f"; got {value!r}")
-    if value < low or (high is not None and value > high):
-        raise ValueError(f"{name} must be >= {low}" + (f" and <= {high}" if high else "") + f"; got {value}")
-    return int(value)
 
 
 def random_strings(n: int, length: int, generator: torch.Generator) -> torch.Tensor:
@@ -123,24 +117,22 @@ class CopyConfig:
                                       # on a shared CPU, where 2 threads ran 20x slower here)
 
     def validate(self):
-        _check_int("d", self.d, 8)
-        _check_int("layers", self.layers, 1, 48)
-        _check_int("heads", self.heads, 1)
+        check_int("d", self.d, 8)
+        check_int("layers", self.layers, 1, 48)
+        check_int("heads", self.heads, 1)
         if self.d % self.heads:
             raise ValueError(f"d must be a multiple of heads; got d={self.d}, heads={self.heads}")
-        _check_int("intermediate", self.intermediate, 1)
-        _check_int("min_len", self.min_len, 1)
-        _check_int("max_len", self.max_len, self.min_len)
-        _check_int("max_position", self.max_position, 2 * self.max_len + 3)
-        _check_int("batch_size", self.batch_size, 1)
-        _check_int("warmup", self.warmup, 0)
-        _check_int("eval_every", self.eval_every, 0)
-        _check_int("eval_n", self.eval_n, 1)
-        _check_int("threads", self.threads, 0)
-        if not (0 < float(self.lr) <= 1):
-            raise ValueError(f"lr must be in (0, 1]; got {self.lr!r}")
-        if not (0 < float(self.rotary_pct) <= 1):
-            raise ValueError(f"rotary_pct must be in (0, 1]; got {self.rotary_pct!r}")
+        check_int("intermediate", self.intermediate, 1)
+        check_int("min_len", self.min_len, 1)
+        check_int("max_len", self.max_len, self.min_len)
+        check_int("max_position", self.max_position, 2 * self.max_len + 3)
+        check_int("batch_size", self.batch_size, 1)
+        check_int("warmup", self.warmup, 0)
+        check_int("eval_every", self.eval_every, 0)
+        check_int("eval_n", self.eval_n, 1)
+        check_int("threads", self.threads, 0)
+        check_float("lr", self.lr, 0, 1, low_open=True)
+        check_float("rotary_pct", self.rotary_pct, 0, 1, low_open=True)
         return self
 
     def max_eval_length(self) -> int:
@@ -185,7 +177,7 @@ def adapt_pretrained(model, *, max_position: Optional[int] = None):
     if gen is not None:
         gen.bos_token_id, gen.eos_token_id, gen.pad_token_id = BOS, EOS, PAD
     if max_position is not None:
-        _check_int("max_position", max_position, 1)
+        check_int("max_position", max_position, 1)
         if hasattr(model.config, "max_position_embeddings"):
             model.config.max_position_embeddings = max(int(max_position),
                                                        int(model.config.max_position_embeddings or 0))
@@ -193,16 +185,12 @@ def adapt_pretrained(model, *, max_position: Optional[int] = None):
 
 
 # ---------------------------------------------------------------- evaluation
-def _max_positions(model) -> Optional[int]:
-    return getattr(getattr(model, "config", None), "max_position_embeddings", None)
-
-
 def _check_length(model, length):
-    length = _check_int("length", length, 1)
-    mp = _max_positions(model)
+    length = check_int("length", length, 1)
+    mp = facts.max_context(model)
     if mp is not None and 2 * length + 3 > mp:
-        raise ValueError(f"length must be <= {(mp - 3) // 2} for this model "
-                         f"(max_position_embeddings={mp}); got {length}")
+        raise ValueError(f"length must be <= {(mp - 3) // 2} for this model (2 length + 3 <= its "
+                         f"context of {mp} positions); got {length}")
     return length
 
 
@@ -217,42 +205,15 @@ def teacher_forced_correct(model, letters: torch.Tensor) -> torch.Tensor:
     return exact_match(pred, ids[:, L + 2 :])
 
 
-def _cache_kwargs(model, out) -> dict:
-    """The KV cache of ``out`` as keyword arguments for the next call.
-
-    transformers renamed ``past_key_values`` to ``cache`` (5.x); use whichever the model's
-    forward and output have, so the loop runs on old and new versions and on test doubles.
-    """
-    import inspect
-
-    cache = getattr(out, "cache", None)
-    if cache is None:
-        cache = getattr(out, "past_key_values", None)
-    try:
-        params = inspect.signature(model.forward).parameters
-    except (TypeError, ValueError):
-        params = {}
-    return {"cache" if "cache" in params else "past_key_values": cache}
-
-
-@torch.no_grad()
 def greedy_copy(model, letters: torch.Tensor) -> torch.Tensor:
     """Greedy continuation of ``$x|``: ids [B, L+1] (argmax at every step, KV cache).
 
-    A plain loop rather than ``generate`` so that any callable with the transformers
+    :func:`accesslib.engine.decoding.greedy` on token ids, so any callable with the transformers
     interface (``model(input_ids=, past_key_values= or cache=, use_cache=True)`` -> ``.logits``
     and the cache) can be evaluated, and EOS never ends the output early.
     """
     B, L = letters.shape
-    prompt = make_examples(letters)[:, : L + 2]
-    out = model(input_ids=prompt, use_cache=True)
-    tok = out.logits[:, -1].argmax(-1)
-    gen = [tok]
-    for _ in range(L):
-        out = model(input_ids=tok[:, None], use_cache=True, **_cache_kwargs(model, out))
-        tok = out.logits[:, -1].argmax(-1)
-        gen.append(tok)
-    return torch.stack(gen, dim=1)
+    return decoding.greedy(model, None, L + 1, given_ids=make_examples(letters)[:, : L + 2])
 
 
 def exact_match(pred: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
@@ -293,8 +254,8 @@ def evaluate(model, lengths, n: int = 100, *, seed: int = 1234, greedy: bool = T
     ends the sweep early. ``threads``: torch threads meanwhile (None: leave as is).
     Returns a list of LengthAccuracy in the order of ``lengths``.
     """
-    n = _check_int("n", n, 1)
-    batch_size = _check_int("batch_size", batch_size, 1)
+    n = check_int("n", n, 1)
+    batch_size = check_int("batch_size", batch_size, 1)
     lengths = [_check_length(model, L) for L in lengths]
     was_training = model.training
     model.eval()
@@ -408,14 +369,14 @@ def train(config: Optional[CopyConfig] = None, steps: int = 3000, on_step: Optio
     Pass ``model`` to fine-tune an existing LM (see :func:`adapt_pretrained`).
     """
     config = (config or CopyConfig()).validate()
-    steps = _check_int("steps", steps, 1)
+    steps = check_int("steps", steps, 1)
     if model is None:
         model = build_model(config)
     torch.manual_seed(config.seed)
     gen = torch.Generator().manual_seed(config.seed)
     check_gen_seed = config.seed + 99991
     decay, no_decay = [], []
-    for n_, p in model.named_parameters():
+    for _name, p in model.named_parameters():
         (no_decay if p.ndim < 2 else decay).append(p)
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": config.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}], lr=config.lr,

@@ -22,8 +22,9 @@ t_2..t_n are predicted.
 
 Success is judged twice. The teacher-forced test (argmax of every predicted position equals the
 target) is cheap and runs every step; it may stop a string. Every such string is then confirmed
-by real greedy generation from (prefix + memory) (``greedy_generate``'s batched twin, with a KV
-cache) before it is reported as a success; a string whose greedy check fails keeps optimising.
+by real greedy generation from (prefix + memory) (:func:`accesslib.engine.decoding.greedy`, with
+the model's cache) before it is reported as a success; a string whose greedy check fails keeps
+optimising.
 ``StringResult.tf_success`` and ``StringResult.success`` keep both verdicts.
 
 Protocols (``PROTOCOLS``): "paper" is the published one ([A] following [K]): init normal * std
@@ -34,16 +35,18 @@ evidence for it is in ``FAST_EVIDENCE`` below and in benchmarks/cramming_through
 from __future__ import annotations
 
 import hashlib
-import inspect
 import math
 import time
-from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Callable, Mapping
 
 import torch
 import torch.nn.functional as F
 
+from accesslib._checks import check_float, check_int, fail
+from accesslib.engine.decoding import as_autocast_dtype, autocast, forward_options, greedy, token_ids
+from accesslib.models import facts
 from accesslib.models.loading import hf_model
 
 #: The one protocol table: every :func:`cram` setting a named protocol fixes.
@@ -65,15 +68,15 @@ PROTOCOLS = {
 def protocol_settings(protocol="paper", **overrides) -> dict:
     """The cramming settings for a protocol name (or a dict of settings), with overrides applied
     (an override of None keeps the protocol's value)."""
+    allowed = f"one of {', '.join(map(repr, PROTOCOLS))} or a dict of cram settings"
     if isinstance(protocol, str):
         if protocol not in PROTOCOLS:
-            raise ValueError(f"protocol must be one of {tuple(PROTOCOLS)} or a dict of cram settings, "
-                             f"got {protocol!r}")
+            fail("protocol", allowed, protocol)
         settings = dict(PROTOCOLS[protocol])
     elif isinstance(protocol, Mapping):
         settings = dict(protocol)
     else:
-        raise ValueError(f"protocol must be a name {tuple(PROTOCOLS)} or a dict, got {type(protocol).__name__}")
+        fail("protocol", allowed, protocol)
     settings.update({k: v for k, v in overrides.items() if v is not None})
     return settings
 
@@ -157,23 +160,6 @@ class CramResult:
 # helpers
 
 
-def _vocab_limit(model) -> int:
-    v_in = model.get_input_embeddings().weight.shape[0]
-    head = model.get_output_embeddings()
-    v_out = head.weight.shape[0] if head is not None else v_in
-    return int(min(v_in, v_out))
-
-
-def _max_context(model):
-    from accesslib.models.loading import _max_context as mc
-    return mc(model.config)
-
-
-def _embed_scale(model) -> float:
-    from accesslib.models.loading import _embed_scale as es
-    return es(model)
-
-
 def string_seed(seed: int, target_ids) -> int:
     """Seed of one string's initial memory: sha256 of (seed, target ids), 63 bits.
 
@@ -187,7 +173,7 @@ def init_std_of(model) -> float:
     """std of the input-embedding matrix times the embedding layer's scale (docs/paper.md, section 5):
     the spread of what the model actually receives as token inputs."""
     w = model.get_input_embeddings().weight
-    return float(w.detach().float().std()) * _embed_scale(model)
+    return float(w.detach().float().std()) * facts.embed_scale(model)
 
 
 def lr_factor(schedule, step: int, max_steps: int) -> float:
@@ -229,22 +215,6 @@ def _frozen(model):
         model.train(was_training)
 
 
-def _autocast(device: torch.device, dtype):
-    if dtype is None:
-        return nullcontext()
-    return torch.autocast(device_type=device.type, dtype=dtype)
-
-
-def _autocast_dtype(x):
-    if x is None:
-        return None
-    from accesslib.models.loading import torch_dtype
-    dt = torch_dtype(x)
-    if dt == torch.float32:
-        return None
-    return dt
-
-
 def _stopped(stop) -> bool:
     if stop is None:
         return False
@@ -253,31 +223,11 @@ def _stopped(stop) -> bool:
     return bool(stop())
 
 
-def _forward_kwargs(model) -> dict:
-    params = inspect.signature(model.forward).parameters
-    return {"cache_key": "cache" if "cache" in params else
-            ("past_key_values" if "past_key_values" in params else None),
-            "logits_to_keep": "logits_to_keep" in params}
-
-
-def _logits(model, x, keep: int, fk) -> torch.Tensor:
+def _logits(model, x, keep: int, opts) -> torch.Tensor:
     kw = {"inputs_embeds": x, "use_cache": False}
-    if fk["logits_to_keep"]:
+    if opts["logits_to_keep"]:
         kw["logits_to_keep"] = keep
     return model(**kw).logits[:, -keep:]
-
-
-def _as_prefix(prefix_ids) -> list:
-    if prefix_ids is None:
-        return []
-    if isinstance(prefix_ids, torch.Tensor):
-        if prefix_ids.dim() != 1:
-            raise ValueError(f"prefix_ids must be a 1-D sequence of token ids; got shape {tuple(prefix_ids.shape)}")
-        return [int(t) for t in prefix_ids.tolist()]
-    try:
-        return [int(t) for t in prefix_ids]
-    except (TypeError, ValueError):
-        raise ValueError(f"prefix_ids must be a list of token ids or None; got {prefix_ids!r}") from None
 
 
 def default_prefix(model) -> list:
@@ -285,90 +235,25 @@ def default_prefix(model) -> list:
     token before the memory vectors (attention sinks)."""
     model = hf_model(model)
     bos = getattr(model.config, "bos_token_id", None)
-    return [int(bos)] if isinstance(bos, int) and 0 <= bos < _vocab_limit(model) else []
-
-
-# ---------------------------------------------------------------------------------------------
-# greedy generation (the success check)
-
-
-@torch.no_grad()
-def _greedy_batch(model, prefix_ids: list, memory: torch.Tensor, given: torch.Tensor, n: int,
-                  autocast_dtype=None) -> torch.Tensor:
-    """Greedy decoding of n tokens after [prefix][memory][given] for k rows at once -> [k, n].
-
-    memory: [k, m, d]; given: [k, g] ids fed after the memory (g may be 0). Uses the model's KV
-    (or recurrent) cache; falls back to re-running the whole sequence if the cache API differs."""
-    p0 = next(model.parameters())
-    dev, mdt = p0.device, p0.dtype
-    emb = model.get_input_embeddings()
-    k = memory.shape[0]
-    parts = []
-    if prefix_ids:
-        parts.append(emb(torch.tensor(prefix_ids, device=dev)[None]).expand(k, -1, -1))
-    parts.append(memory.to(device=dev, dtype=mdt))
-    if given.shape[1] > 0:
-        parts.append(emb(given.to(dev)))
-    x = torch.cat(parts, 1)
-    fk = _forward_kwargs(model)
-    out_ids = []
-    ac = _autocast(dev, autocast_dtype)
-    with ac:
-        out = model(inputs_embeds=x, use_cache=fk["cache_key"] is not None)
-    tok = out.logits[:, -1].float().argmax(-1)
-    out_ids.append(tok)
-    cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
-    use_cache = cache is not None and fk["cache_key"] is not None
-    for _ in range(n - 1):
-        if use_cache:
-            try:
-                with _autocast(dev, autocast_dtype):
-                    out = model(input_ids=tok[:, None], use_cache=True, **{fk["cache_key"]: cache})
-                cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
-            except (TypeError, ValueError, RuntimeError):
-                use_cache = False
-        if not use_cache:
-            x = torch.cat([x, emb(tok[:, None])], 1)
-            with _autocast(dev, autocast_dtype):
-                out = model(inputs_embeds=x, use_cache=False)
-        else:
-            x = torch.cat([x, emb(tok[:, None])], 1)   # kept for a possible fallback
-        tok = out.logits[:, -1].float().argmax(-1)
-        out_ids.append(tok)
-    return torch.stack(out_ids, 1)
-
-
-def greedy_generate(model, prefix_ids, memory, n: int, *, given_ids=None, autocast_dtype=None) -> list:
-    """Greedy decoding of n tokens from [prefix_ids][memory (m x d)][given_ids] -> list of ids.
-
-    This is the success criterion: a string t is accessible with memory x iff
-    greedy_generate(model, prefix, x, len(t)) == t (or, with first_token_as_input,
-    greedy_generate(model, prefix, x, len(t) - 1, given_ids=[t[0]]) == t[1:])."""
-    model = hf_model(model)
-    if n < 1:
-        raise ValueError(f"n must be >= 1; got {n}")
-    mem = torch.as_tensor(memory, dtype=torch.float32)
-    if mem.dim() == 2:
-        mem = mem[None]
-    if mem.dim() != 3 or mem.shape[0] != 1:
-        raise ValueError(f"memory must have shape [m, d]; got {tuple(torch.as_tensor(memory).shape)}")
-    d = model.get_input_embeddings().weight.shape[1]
-    if mem.shape[2] != d:
-        raise ValueError(f"memory vectors must have the model's width d={d}; got {mem.shape[2]}")
-    given = torch.tensor([list(given_ids or [])], dtype=torch.long)
-    with _frozen(model):
-        ids = _greedy_batch(model, _as_prefix(prefix_ids), mem, given, n, _autocast_dtype(autocast_dtype))
-    return [int(t) for t in ids[0].tolist()]
+    return [int(bos)] if isinstance(bos, int) and 0 <= bos < facts.shared_vocab_size(model) else []
 
 
 # ---------------------------------------------------------------------------------------------
 # the engine
 
 
+def _is_beta(b) -> bool:
+    try:
+        check_float("beta", b, 0, 1, high_open=True)
+    except ValueError:
+        return False
+    return True
+
+
 def _validate(model, targets, m, prefix, first_token_as_input, lr, betas, weight_decay,
               max_steps, patience, schedule, stop):
-    if not isinstance(m, int) or isinstance(m, bool) or m < 1:
-        raise ValueError(f"m (number of memory vectors) must be an integer >= 1; got {m!r}")
+    """Every argument of :func:`cram`, in the package's message style (accesslib._checks)."""
+    check_int("m", m, 1)
     if not isinstance(targets, torch.Tensor):
         raise ValueError(f"targets must be a torch.LongTensor of shape [B, n]; got {type(targets).__name__}")
     if targets.dtype != torch.long:
@@ -378,34 +263,33 @@ def _validate(model, targets, m, prefix, first_token_as_input, lr, betas, weight
         raise ValueError(f"targets must be 2-D [B, n]; got shape {tuple(targets.shape)}{hint}")
     B, n = targets.shape
     if B < 1 or n < 1:
-        raise ValueError(f"targets is empty (shape {tuple(targets.shape)}): need B >= 1 strings of n >= 1 tokens")
+        raise ValueError(f"targets must be non-empty (B >= 1 strings of n >= 1 tokens); "
+                         f"got shape {tuple(targets.shape)}")
     if first_token_as_input and n < 2:
-        raise ValueError(f"first_token_as_input=True needs targets of n >= 2 tokens; got n={n}")
-    V = _vocab_limit(model)
+        raise ValueError(f"targets must have n >= 2 tokens with first_token_as_input=True; got n={n}")
+    V = facts.shared_vocab_size(model)     # ids both embeddings have
     lo, hi = int(targets.min()), int(targets.max())
     if lo < 0 or hi >= V:
-        raise ValueError(f"targets contain token ids outside the vocabulary [0, {V - 1}]: min {lo}, max {hi}")
+        raise ValueError(f"targets must be token ids in 0..{V - 1}; got ids outside the vocabulary "
+                         f"(min {lo}, max {hi})")
     if prefix and (min(prefix) < 0 or max(prefix) >= V):
-        raise ValueError(f"prefix_ids contain token ids outside the vocabulary [0, {V - 1}]: {prefix}")
+        raise ValueError(f"prefix_ids must be token ids in 0..{V - 1}; got {prefix} (outside the vocabulary)")
     L = len(prefix) + m + n - 1
-    ctx = _max_context(model)
+    ctx = facts.max_context(model)
     if ctx is not None and L > ctx:
-        raise ValueError(f"sequence too long for the model's context: prefix {len(prefix)} + m {m} + "
-                         f"n-1 {n - 1} = {L} > max_context {ctx}")
-    if not (isinstance(lr, (int, float)) and lr > 0 and math.isfinite(lr)):
-        raise ValueError(f"lr must be a positive number; got {lr!r}")
-    if len(betas) != 2 or not all(0 <= b < 1 for b in betas):
-        raise ValueError(f"betas must be two numbers in [0, 1); got {betas!r}")
-    if not weight_decay >= 0:
-        raise ValueError(f"weight_decay must be >= 0; got {weight_decay!r}")
-    if not isinstance(max_steps, int) or max_steps < 0:
-        raise ValueError(f"max_steps must be an integer >= 0; got {max_steps!r}")
-    if not isinstance(patience, int) or patience < 1:
-        raise ValueError(f"patience must be an integer >= 1; got {patience!r}")
+        raise ValueError(f"prefix + m + n - 1 must be <= the model's context {ctx}; got "
+                         f"{len(prefix)} + {m} + {n - 1} = {L}")
+    check_float("lr", lr, 0, low_open=True)
+    if (isinstance(betas, (str, bytes)) or not hasattr(betas, "__len__") or len(betas) != 2
+            or not all(_is_beta(b) for b in betas)):
+        fail("betas", "two numbers in [0, 1)", betas)
+    check_float("weight_decay", weight_decay, 0)
+    check_int("max_steps", max_steps, 0)
+    check_int("patience", patience, 1)
     if not (schedule is None or callable(schedule) or schedule in SCHEDULES):
-        raise ValueError(f"schedule must be None, one of {SCHEDULES} or a callable; got {schedule!r}")
+        fail("schedule", f"None, one of {', '.join(map(repr, SCHEDULES))} or a callable", schedule)
     if not (stop is None or hasattr(stop, "is_set") or callable(stop)):
-        raise ValueError("stop must be a threading.Event, a callable returning bool, or None")
+        fail("stop", "a threading.Event, a callable returning bool, or None", stop)
 
 
 def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1e-2,
@@ -430,10 +314,11 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
         success == tf_success and no greedy decoding is run (for speed measurements only).
     """
     model = hf_model(model)
-    prefix = _as_prefix(prefix_ids)
+    prefix = token_ids(prefix_ids, "prefix_ids")
     _validate(model, targets, m, prefix, first_token_as_input, lr, betas, weight_decay,
               max_steps, patience, schedule, stop)
-    ac_dtype = _autocast_dtype(autocast_dtype)
+    m, max_steps, patience = int(m), int(max_steps), int(patience)
+    ac_dtype = as_autocast_dtype(autocast_dtype)
     t0 = time.perf_counter()
     p0 = next(model.parameters())
     dev, mdt = p0.device, p0.dtype
@@ -441,7 +326,7 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
     B, n = targets.shape
     d = emb.weight.shape[1]
     std = float(init_std) if init_std is not None else init_std_of(model)
-    fk = _forward_kwargs(model)
+    opts = forward_options(model)
     b1, b2 = float(betas[0]), float(betas[1])
     settings = dict(m=m, n=n, B=B, prefix_ids=prefix, first_token_as_input=bool(first_token_as_input),
                     lr=float(lr), betas=[b1, b2], weight_decay=float(weight_decay),
@@ -483,18 +368,19 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
             if not rows:
                 return
             idx = torch.tensor(rows, device=dev)
-            greedy = None
+            decoded = None
             if verify:
                 ok = [r for r in rows if reasons[r] != "non-finite loss"]
                 if ok:
                     oi = torch.tensor(ok, device=dev)
-                    g = _greedy_batch(model, prefix, mem[oi], given[oi], n_pred, ac_dtype).cpu()
-                    greedy = {r: g[j] for j, r in enumerate(ok)}
-            for j, r in enumerate(rows):
+                    g = greedy(model, mem[oi], n_pred, prefix_ids=prefix, given_ids=given[oi],
+                               autocast_dtype=ac_dtype).cpu()
+                    decoded = {r: g[j] for j, r in enumerate(ok)}
+            for r in rows:
                 orig = int(active[r])
                 want = labels[r].cpu()
-                if greedy is not None and r in greedy:
-                    gids = greedy[r]
+                if decoded is not None and r in decoded:
+                    gids = decoded[r]
                     gacc = float((gids == want).float().mean())
                     gl = [int(t) for t in gids.tolist()]
                 else:
@@ -523,8 +409,8 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
             mem = memory.detach().requires_grad_(True)
             parts = [] if pre is None else [pre.expand(b, -1, -1)]
             x = torch.cat(parts + [mem.to(mdt), tin], 1)
-            with _autocast(dev, ac_dtype):
-                logits = _logits(model, x, n_pred, fk)
+            with autocast(dev, ac_dtype):
+                logits = _logits(model, x, n_pred, opts)
             logits = logits.float()
             ce = F.cross_entropy(logits.transpose(1, 2), labels, reduction="none")   # [b, n_pred]
             loss_rows = ce.mean(1)
@@ -547,7 +433,8 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
             if cand:
                 if verify:
                     ci = torch.tensor(cand, device=dev)
-                    g = _greedy_batch(model, prefix, mem.detach()[ci], given[ci], n_pred, ac_dtype)
+                    g = greedy(model, mem.detach()[ci], n_pred, prefix_ids=prefix, given_ids=given[ci],
+                               autocast_dtype=ac_dtype)
                     confirmed = (g == labels[ci]).all(1).tolist()
                 else:
                     confirmed = [True] * len(cand)

@@ -32,7 +32,7 @@ import torch
 from accesslib._checks import check_int, fail
 from accesslib.models.loading import hf_model, torch_dtype
 
-__all__ = ["greedy", "forward_options", "autocast", "autocast_dtype", "token_ids"]
+__all__ = ["greedy", "forward_options", "autocast", "as_autocast_dtype", "token_ids"]
 
 
 def forward_options(model) -> dict:
@@ -47,7 +47,7 @@ def forward_options(model) -> dict:
             "logits_to_keep": "logits_to_keep" in params}
 
 
-def autocast_dtype(dtype):
+def as_autocast_dtype(dtype):
     """None | 'bfloat16' | 'float16' | torch.dtype -> the torch dtype to autocast to, or None
     (no autocast: None and float32)."""
     if dtype is None:
@@ -57,8 +57,8 @@ def autocast_dtype(dtype):
 
 
 def autocast(device, dtype):
-    """Context manager: autocast to ``dtype`` (see :func:`autocast_dtype`) on ``device``."""
-    dt = autocast_dtype(dtype)
+    """Context manager: autocast to ``dtype`` (see :func:`as_autocast_dtype`) on ``device``."""
+    dt = as_autocast_dtype(dtype)
     if dt is None:
         return nullcontext()
     return torch.autocast(device_type=torch.device(device).type, dtype=dt)
@@ -70,7 +70,7 @@ def token_ids(ids, name: str = "prefix_ids") -> list:
         return []
     if isinstance(ids, torch.Tensor):
         if ids.dim() != 1:
-            fail(name, "a 1-D sequence of token ids", f"shape {tuple(ids.shape)}")
+            raise ValueError(f"{name} must be a 1-D sequence of token ids; got shape {tuple(ids.shape)}")
         return [int(t) for t in ids.tolist()]
     try:
         return [int(t) for t in ids]
@@ -84,7 +84,7 @@ def _cache_of(out):
 
 
 def _device_of(model, fallback):
-    for p in model.parameters():
+    for p in getattr(model, "parameters", lambda: ())():
         return p.device, p.dtype
     return fallback.device, None
 
@@ -115,16 +115,17 @@ def greedy(model, memory, n: int, *, prefix_ids=None, given_ids=None, cache: boo
     if memory is not None:
         memory = torch.as_tensor(memory)
         if memory.dim() != 3:
-            fail("memory", "a tensor [B, m, d] of input vectors", f"shape {tuple(memory.shape)}")
+            raise ValueError(f"memory must be a tensor [B, m, d] of input vectors (memory[None] for "
+                             f"one row); got shape {tuple(memory.shape)}")
         d = model.get_input_embeddings().weight.shape[1]
         if memory.shape[2] != d:
-            fail("memory", f"vectors of the model's width d={d}", f"width {memory.shape[2]}")
+            raise ValueError(f"memory must hold vectors of the model's width d={d}; got width {memory.shape[2]}")
         rows = memory.shape[0]
     if isinstance(given_ids, torch.Tensor) and given_ids.dim() == 2:
         given = given_ids.long()
         if memory is not None and given.shape[0] != rows:
-            fail("given_ids", f"a LongTensor [B={rows}, g] (one row per memory row)",
-                 f"shape {tuple(given.shape)}")
+            raise ValueError(f"given_ids must be a LongTensor [B={rows}, g] (one row per memory row); "
+                             f"got shape {tuple(given.shape)}")
         rows = given.shape[0]
     elif memory is None:
         fail("given_ids", "a LongTensor [B, g] when memory is None", given_ids)
@@ -132,17 +133,20 @@ def greedy(model, memory, n: int, *, prefix_ids=None, given_ids=None, cache: boo
         ids = token_ids(given_ids, "given_ids")
         given = torch.tensor([ids] * rows, dtype=torch.long).reshape(rows, len(ids))
     if memory is None and not prefix and given.shape[1] == 0:
-        fail("given_ids", "at least one token id when there is no memory and no prefix",
-             f"shape {tuple(given.shape)}")
+        raise ValueError("given_ids must hold at least one token id when there is no memory and no "
+                         f"prefix; got shape {tuple(given.shape)}")
     step = rows if batch is None else check_int("batch", batch, 1)
-    was_training = model.training
-    model.eval()
+    ac_dtype = as_autocast_dtype(autocast_dtype)
+    was_training = getattr(model, "training", False)
+    if was_training:
+        model.eval()
     try:
         outs = [_greedy_rows(model, prefix, None if memory is None else memory[i:i + step],
-                             given[i:i + step], n, cache, autocast_dtype)
+                             given[i:i + step], n, cache, ac_dtype)
                 for i in range(0, rows, max(1, step))]
     finally:
-        model.train(was_training)
+        if was_training:
+            model.train(True)
     if not outs:
         return torch.zeros(0, n, dtype=torch.long)
     return torch.cat(outs)
@@ -164,14 +168,14 @@ def _greedy_rows(model, prefix, memory, given, n, use_cache, ac_dtype):
             parts.append(emb(given.to(dev)))
         seq = torch.cat(parts, 1)
 
-        def extend(seq, tok):
-            return torch.cat([seq, emb(tok[:, None])], 1)
+        def extend(seq, toks):      # toks: [k, t] new ids
+            return torch.cat([seq, emb(toks)], 1)
     else:
         pre = torch.tensor(prefix, dtype=torch.long, device=given.device)[None].expand(k, -1)
         seq = torch.cat([pre, given], 1).to(dev)
 
-        def extend(seq, tok):
-            return torch.cat([seq, tok[:, None]], 1)
+        def extend(seq, toks):
+            return torch.cat([seq, toks], 1)
 
     def full(seq, want_cache):
         kw = {"inputs_embeds" if embedded else "input_ids": seq, "use_cache": want_cache}
@@ -184,21 +188,29 @@ def _greedy_rows(model, prefix, memory, given, n, use_cache, ac_dtype):
     out = full(seq, use_cache)
     past = _cache_of(out) if use_cache else None
     use_cache = past is not None
+    # `seq` follows the generated tokens only while re-running; after a cached run it is rebuilt
+    # from the tokens if the cache has to be given up
+    synced = not use_cache
     tok = out.logits[:, -1].float().argmax(-1)
     out_ids = [tok]
     for _ in range(n - 1):
-        seq = extend(seq, tok)
+        out = None
         if use_cache:
             try:
                 with autocast(dev, ac_dtype):
                     out = model(input_ids=tok[:, None], use_cache=True, **{opts["cache_key"]: past})
-                past = _cache_of(out)
-                use_cache = past is not None
             except (TypeError, ValueError, RuntimeError) as err:
                 if isinstance(err, torch.OutOfMemoryError):
                     raise
-                use_cache = False   # the cache API differs: re-run the whole sequence instead
-        if not use_cache:
+                out = None          # the cache API differs: re-run the whole sequence instead
+            past = None if out is None else _cache_of(out)
+            use_cache = past is not None
+        if out is None:
+            if synced:
+                seq = extend(seq, tok[:, None])
+            else:
+                seq = extend(seq, torch.stack(out_ids, 1))
+                synced = True
             out = full(seq, False)
         tok = out.logits[:, -1].float().argmax(-1)
         out_ids.append(tok)

@@ -25,15 +25,25 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from accesslib.theory import bounds, refined
+from accesslib._checks import check_choice, check_float, check_int, fail
 from accesslib.config import FAST
+from accesslib.engine.decoding import greedy
+from accesslib.models import facts
 from accesslib.models.loading import hf_model
-from accesslib.theory.stats import (ZERO_HIT, SConv, binomial_stderr, describe_threshold, fit_s_conv, sconv_convergence,
-                                    threshold_quantiles)
+from accesslib.theory import bounds, refined
+from accesslib.theory.stats import (
+    ZERO_HIT,
+    SConv,
+    binomial_stderr,
+    describe_threshold,
+    fit_s_conv,
+    sconv_convergence,
+    threshold_quantiles,
+)
 
 __all__ = [
     "unwrap", "decoder_weights", "final_hidden", "sample_support", "SupportStats", "support_stats",
-    "min_pairwise_cosine", "PrincipalAxes", "fit_principal_axes", "greedy_continuations",
+    "min_pairwise_cosine", "PrincipalAxes", "fit_principal_axes",
     "EffectiveEps", "effective_eps", "CellShares", "cell_shares", "assign_tokens",
     "GeometryReport",
     "geometry_report",
@@ -47,25 +57,6 @@ CHECKPOINTS = 5   # cell_shares keeps the counts after N/2, N/4, ..., N/32 sampl
 # --------------------------------------------------------------------------- model access
 
 unwrap = hf_model   # the transformers model inside a LoadedModel (kept under this name)
-
-
-def _vocab_size(hf):
-    cfg = hf.config
-    v = getattr(cfg, "vocab_size", None)
-    if v is None and hasattr(cfg, "get_text_config"):
-        v = cfg.get_text_config().vocab_size
-    return int(v if v is not None else hf.get_output_embeddings().weight.shape[0])
-
-
-def _max_context(hf):
-    cfg = hf.config
-    if hasattr(cfg, "get_text_config"):
-        cfg = cfg.get_text_config()
-    for key in ("max_position_embeddings", "n_positions", "max_seq_len"):
-        v = getattr(cfg, key, None)
-        if isinstance(v, int) and v > 0:
-            return v
-    return None
 
 
 def decoder_weights(model):
@@ -116,20 +107,18 @@ def sample_support(model, lengths=None, per_length=None, *, batch_tokens=16384, 
     mode). Batches hold about ``batch_tokens`` tokens.
     """
     hf = unwrap(model)
-    lengths = list(lengths) if lengths is not None else _default_lengths(_max_context(hf))
+    ctx = facts.max_context(hf)
+    lengths = list(lengths) if lengths is not None else _default_lengths(ctx)
     per_length = per_length if per_length is not None else (16 if FAST else 256)
     if not lengths or any(int(L) < 1 for L in lengths):
         raise ValueError(f"lengths must be a non-empty list of whole numbers >= 1; got {lengths!r}")
-    if int(per_length) < 1:
-        raise ValueError(f"per_length must be >= 1; got {per_length!r}")
-    ctx = _max_context(hf)
+    check_int("per_length", int(per_length), 1)
     if ctx and max(lengths) > ctx:
         raise ValueError(f"lengths must be <= the model's context {ctx}; got max {max(lengths)}")
-    if batch_tokens < 1:
-        raise ValueError(f"batch_tokens must be >= 1; got {batch_tokens!r}")
+    check_int("batch_tokens", int(batch_tokens), 1)
     from tqdm.auto import tqdm
 
-    V = _vocab_size(hf)
+    V = facts.shared_vocab_size(hf)   # input ids: ones both embeddings have, as cramming draws
     device = next(hf.parameters()).device
     gen = torch.Generator().manual_seed(int(seed))
     jobs = []
@@ -154,8 +143,7 @@ def min_pairwise_cosine(x, max_points=4096, *, chunk=1024, seed=0):
     x = torch.as_tensor(x, dtype=torch.float32)
     if x.ndim != 2 or x.shape[0] < 2:
         raise ValueError(f"x must be [N >= 2, d]; got shape {tuple(x.shape)}")
-    if max_points < 2:
-        raise ValueError(f"max_points must be >= 2; got {max_points!r}")
+    check_int("max_points", max_points, 2)
     if x.shape[0] > max_points:
         idx = torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(seed))[:max_points]
         x = x[idx]
@@ -244,38 +232,6 @@ def support_stats(samples, *, cos_points=4096, seed=0, principal=True):
 
 # --------------------------------------------------------------------------- effective eps
 
-def _embed(hf, ids):
-    return hf.get_input_embeddings()(ids)
-
-
-def greedy_continuations(model, memory, n, prefix_ids=None):
-    """Greedy tokens [B, n] after inputs ``memory`` [B, m, d] (+ optional prefix token ids).
-
-    Recomputes the whole sequence each step (no cache): short outputs, any family.
-    """
-    hf = unwrap(model)
-    memory = torch.as_tensor(memory)
-    if memory.ndim != 3:
-        raise ValueError(f"memory must be [B, m, d]; got shape {tuple(memory.shape)}")
-    p = next(hf.parameters())
-    x = memory.to(device=p.device, dtype=p.dtype)
-    B = x.shape[0]
-    if prefix_ids is not None and len(prefix_ids):
-        pre = torch.as_tensor(list(prefix_ids), device=p.device).unsqueeze(0).expand(B, -1)
-        x = torch.cat([x, _embed(hf, pre).to(p.dtype)], 1)
-    out = []
-    with torch.inference_mode():
-        for _ in range(int(n)):
-            try:
-                logits = hf(inputs_embeds=x, logits_to_keep=1, use_cache=False).logits[:, -1]
-            except TypeError:
-                logits = hf(inputs_embeds=x, use_cache=False).logits[:, -1]
-            t = logits.argmax(-1)
-            out.append(t)
-            x = torch.cat([x, _embed(hf, t[:, None]).to(p.dtype)], 1)
-    return torch.stack(out, 1).cpu()
-
-
 @dataclass
 class EffectiveEps:
     """Smallest relative perturbation ||delta|| / ||x|| changing the greedy output, per direction.
@@ -305,22 +261,29 @@ def effective_eps(model, memory=None, *, n_directions=16, n_tokens=4, prefix_ids
     """Measured effective precision: bisection per random direction ([A] section 3 assumes eps).
 
     memory: [m, d] (e.g. a crammed memory); default one random vector, standard normal times
-    the std of the input-embedding matrix (the cramming init). For each unit direction u
+    the std of the input-embedding matrix times the embedding scale (the cramming init,
+    :func:`accesslib.engine.cramming.init_std_of`). For each unit direction u
     (Frobenius norm over [m, d]) it finds, by geometric bisection on t in [t_min, t_max], the
     smallest t such that memory + t ||memory|| u changes any of the first ``n_tokens`` greedy
     tokens. All directions are evaluated together at each step.
+
+    prefix_ids: token ids before the memory, as in cramming (the sequence is
+    [prefix_ids][memory], decoded by :func:`accesslib.engine.decoding.greedy` without a cache:
+    a full re-run per token, whose logits do not depend on how a cache was filled).
     """
     hf = unwrap(model)
-    if n_directions < 1 or n_tokens < 1 or steps < 1:
-        raise ValueError("n_directions, n_tokens and steps must be >= 1")
-    if not (0 < t_min < t_max):
-        raise ValueError(f"t_min and t_max must satisfy 0 < t_min < t_max; got {t_min}, {t_max}")
+    n_directions = check_int("n_directions", n_directions, 1)
+    n_tokens = check_int("n_tokens", n_tokens, 1)
+    steps = check_int("steps", steps, 1)
+    t_min = check_float("t_min", t_min, 0, low_open=True)
+    t_max = check_float("t_max", t_max)
+    if not t_max > t_min:
+        fail("t_max", f"a number > t_min={t_min:g}", t_max)
     g = torch.Generator().manual_seed(int(seed))
     p = next(hf.parameters())
-    if memory is None:
+    if memory is None:   # the cramming init: normal * std(input embeddings) * embed_scale
         emb = hf.get_input_embeddings().weight.detach().float()
-        scale = float(getattr(getattr(model, "facts", None), "embed_scale", 1.0) or 1.0)
-        memory = torch.randn(1, emb.shape[1], generator=g) * float(emb.std()) * scale
+        memory = torch.randn(1, emb.shape[1], generator=g) * float(emb.std()) * facts.embed_scale(hf)
     x = torch.as_tensor(memory, dtype=torch.float32).cpu()
     if x.ndim != 2:
         raise ValueError(f"memory must be [m, d]; got shape {tuple(x.shape)}")
@@ -328,11 +291,14 @@ def effective_eps(model, memory=None, *, n_directions=16, n_tokens=4, prefix_ids
     u = torch.randn(n_directions, *x.shape, generator=g)
     u = u / u.flatten(1).norm(dim=1)[:, None, None]
 
+    def outputs(mem):
+        return greedy(hf, mem, n_tokens, prefix_ids=prefix_ids, cache=False).cpu()
+
     def changed(t):  # t: [n_dir] -> bool [n_dir]
         pert = x[None] + (t * norm)[:, None, None] * u
-        return (greedy_continuations(hf, pert, n_tokens, prefix_ids) != base).any(1)
+        return (outputs(pert) != base).any(1)
 
-    base = greedy_continuations(hf, x[None], n_tokens, prefix_ids)
+    base = outputs(x[None])
     lo = torch.full((n_directions,), float(t_min), dtype=torch.float64)
     hi = torch.full((n_directions,), float(t_max), dtype=torch.float64)
     at_hi = changed(hi.float())
@@ -358,8 +324,7 @@ def assign_tokens(x, W, b=None, assign="argmax", *, vocab_chunk=None):
     nearest row maximises x.w - ||w||^2/2 (and ignores the model's bias). Running max over
     vocabulary chunks keeps memory at n x vocab_chunk.
     """
-    if assign not in ASSIGNMENTS:
-        raise ValueError(f"assign must be one of {ASSIGNMENTS}; got {assign!r}")
+    check_choice("assign", assign, ASSIGNMENTS)
     V = W.shape[0]
     if assign == "voronoi":
         b = -0.5 * (W.float() ** 2).sum(1)
@@ -416,6 +381,7 @@ class CellShares:
 
 
 def _support_sampler(support, *, lo=None, hi=None, radius=None, samples=None, hull_k=4, d, gen):
+    check_choice("support", support, SUPPORTS)
     if support == "box":
         if lo is None or hi is None:
             raise ValueError("support='box' needs lo and hi (per-coordinate bounds)")
@@ -435,8 +401,7 @@ def _support_sampler(support, *, lo=None, hi=None, radius=None, samples=None, hu
     if support == "hull":
         if samples is None or len(samples) < 2:
             raise ValueError("support='hull' needs samples [N >= 2, d]")
-        if hull_k < 2:
-            raise ValueError(f"hull_k must be >= 2; got {hull_k!r}")
+        check_int("hull_k", hull_k, 2)
         S = torch.as_tensor(samples, dtype=torch.float32)
         def hull(n):
             idx = torch.randint(0, S.shape[0], (n, hull_k), generator=gen)
@@ -444,7 +409,7 @@ def _support_sampler(support, *, lo=None, hi=None, radius=None, samples=None, hu
             wts = wts / wts.sum(1, keepdim=True)
             return (wts[:, :, None] * S[idx]).sum(1)
         return hull
-    raise ValueError(f"support must be one of {SUPPORTS}; got {support!r}")
+    raise AssertionError(support)
 
 
 def cell_shares(W, b=None, *, n_samples=None, support="box", assign="argmax", lo=None, hi=None,
@@ -461,6 +426,7 @@ def cell_shares(W, b=None, *, n_samples=None, support="box", assign="argmax", lo
     in ~256 MB), so |V| = 262144 fits in memory.
     """
     import time
+
     from tqdm.auto import tqdm
 
     W = torch.as_tensor(W)
@@ -468,12 +434,9 @@ def cell_shares(W, b=None, *, n_samples=None, support="box", assign="argmax", lo
         raise ValueError(f"W must be [|V|, d]; got shape {tuple(W.shape)}")
     V, d = W.shape
     n_samples = int(n_samples if n_samples is not None else (20_000 if FAST else 1_000_000))
-    if n_samples < 1:
-        raise ValueError(f"n_samples must be >= 1; got {n_samples}")
-    if sample_chunk < 1:
-        raise ValueError(f"sample_chunk must be >= 1; got {sample_chunk}")
-    if assign not in ASSIGNMENTS:
-        raise ValueError(f"assign must be one of {ASSIGNMENTS}; got {assign!r}")
+    check_int("n_samples", n_samples, 1)
+    check_int("sample_chunk", sample_chunk, 1)
+    check_choice("assign", assign, ASSIGNMENTS)
     W32 = W.detach().float().contiguous()
     b32 = None if b is None else torch.as_tensor(b).detach().float()
     if assign == "voronoi":
@@ -542,8 +505,7 @@ def geometry_report(model, *, name=None, dtype="paper", samples=None, lengths=No
     slope is left out when there are no more samples than dimensions (N <= d). The cell
     slopes use ``zero_hit`` (default "bound", see :func:`fit_s_conv`); ``sconv_drop`` holds
     [A]'s rule for comparison."""
-    if zero_hit not in ZERO_HIT:
-        raise ValueError(f"zero_hit must be one of {ZERO_HIT}; got {zero_hit!r}")
+    check_choice("zero_hit", zero_hit, ZERO_HIT)
     hf = unwrap(model)
     if samples is None:
         samples = sample_support(hf, lengths, per_length, seed=seed, progress=progress)

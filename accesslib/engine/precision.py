@@ -23,28 +23,19 @@ import math
 import numpy as np
 import torch
 
-from accesslib.theory.bounds import UNIT_ROUNDOFF, canonical_dtype
+from accesslib._checks import check_float, check_int
+from accesslib.engine.cramming import init_std_of
+from accesslib.engine.decoding import greedy
 from accesslib.models.loading import hf_model
+from accesslib.theory.bounds import UNIT_ROUNDOFF, canonical_dtype
+
+#: Prompts per forward pass of the greedy decoder.
+BATCH = 512
 
 
-def _check_int(name, v, low, high):
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not low <= v <= high:
-        raise ValueError(f"{name} must be a whole number in {low}..{high}; got {v!r}")
-    return int(v)
-
-
-@torch.no_grad()
-def greedy_outputs(model, memory: torch.Tensor, n: int, *, batch=512) -> np.ndarray:
-    """Greedy outputs [k, n] for k memory prompts [k, m, d] (batched; accesslib.engine.cramming's loop)."""
-    from accesslib.engine.cramming import _greedy_batch
-
-    model = hf_model(model)
-    n = _check_int("n", n, 1, 256)
-    outs = []
-    for i in range(0, len(memory), batch):
-        mem = memory[i : i + batch]
-        outs.append(_greedy_batch(model, [], mem, torch.zeros(len(mem), 0, dtype=torch.long), n).cpu())
-    return torch.cat(outs).numpy()
+def _outputs(model, memory: torch.Tensor, n: int) -> np.ndarray:
+    """Greedy outputs [k, n] of k memory prompts [k, m, d] (with the model's cache)."""
+    return greedy(model, memory, n, batch=BATCH).cpu().numpy()
 
 
 def model_dtype_name(model) -> str:
@@ -52,12 +43,14 @@ def model_dtype_name(model) -> str:
 
 
 def base_memory(model, m=1, seed=0) -> torch.Tensor:
-    """A random memory [m, d]: standard normal times the std of the input embeddings (docs/paper.md, section 5)."""
+    """A random memory [m, d]: the cramming init, standard normal times the std of the input
+    embeddings times the embedding scale (:func:`accesslib.engine.cramming.init_std_of`;
+    docs/paper.md, section 5)."""
     model = hf_model(model)
-    m = _check_int("m", m, 1, 64)
-    w = model.get_input_embeddings().weight.detach().float()
+    m = check_int("m", m, 1, 64)
+    d = model.get_input_embeddings().weight.shape[1]
     g = torch.Generator().manual_seed(int(seed))
-    return torch.randn(m, w.shape[1], generator=g) * w.std()
+    return torch.randn(m, d, generator=g) * init_std_of(model)
 
 
 def input_eps(memory: torch.Tensor, dtype: str) -> float:
@@ -72,7 +65,8 @@ def perturbation_test(model, n=8, radii=None, *, m=1, directions=16, seed=0, mem
     dtype). ``radii`` default: eps_in * 10^(-2..9) (up to beyond |z|).
     """
     model = hf_model(model)
-    directions = _check_int("directions", directions, 1, 4096)
+    n = check_int("n", n, 1, 256)
+    directions = check_int("directions", directions, 1, 4096)
     dt = model_dtype_name(model)
     mdt = next(model.parameters()).dtype
     z = base_memory(model, m, seed) if memory is None else torch.as_tensor(memory, dtype=torch.float32)
@@ -88,7 +82,7 @@ def perturbation_test(model, n=8, radii=None, *, m=1, directions=16, seed=0, mem
     inputs = zz.to(mdt).float().reshape(-1, *z.shape)
     base_in = z.to(mdt).float()
     same_in = (inputs == base_in[None]).flatten(1).all(1).reshape(len(radii), directions)
-    outs = greedy_outputs(model, torch.cat([base_in[None], inputs]), n)
+    outs = _outputs(model, torch.cat([base_in[None], inputs]), n)
     base_out, outs = outs[0], outs[1:].reshape(len(radii), directions, n)
     same_out = (outs == base_out[None, None]).all(-1)
     return dict(radii=radii, eps=eps, dtype=dt, base=base_out.tolist(),
@@ -104,9 +98,9 @@ def saturation_test(model, n=8, width=1.0, ks=(2, 4, 8, 16, 32), *, m=1, seed=0,
     wide as the prompts themselves. Returns dict(ks, prompts, spacing, distinct).
     """
     model = hf_model(model)
-    if not (isinstance(width, (int, float)) and math.isfinite(width) and width > 0):
-        raise ValueError(f"width must be a number > 0; got {width!r}")
-    ks = [_check_int("k", int(k), 2, 128) for k in ks]
+    n = check_int("n", n, 1, 256)
+    width = check_float("width", width, 0, low_open=True)
+    ks = [check_int("k", k, 2, 128) for k in ks]
     z = base_memory(model, m, seed) if memory is None else torch.as_tensor(memory, dtype=torch.float32)
     scale = float(z.norm() / math.sqrt(z.shape[0]))
     g = torch.Generator().manual_seed(int(seed) + 2)
@@ -117,7 +111,7 @@ def saturation_test(model, n=8, width=1.0, ks=(2, 4, 8, 16, 32), *, m=1, seed=0,
         a = torch.linspace(-0.5, 0.5, k) * width * scale
         A, B = torch.meshgrid(a, a, indexing="ij")
         mem = z[None] + A.reshape(-1, 1, 1) * u[None] + B.reshape(-1, 1, 1) * v[None]
-        outs = greedy_outputs(model, mem, n)
+        outs = _outputs(model, mem, n)
         distinct.append(len({tuple(r) for r in outs.tolist()}))
         spacing.append(width * scale / (k - 1))
     return dict(ks=np.array(ks), prompts=np.array(ks) ** 2, spacing=np.array(spacing),

@@ -24,6 +24,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 import torch
+
+from accesslib._checks import check_choice, check_int
 from accesslib.config import data_path
 
 __all__ = ["SOURCES", "random_tokens", "random_words", "natural_text", "make_targets", "word_list"]
@@ -37,12 +39,10 @@ _SALT = {"tokens": 11, "words": 23, "natural": 37}
 
 
 def _check(n, B, seed):
-    if not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n (target length in tokens) must be an integer >= 1, got {n!r}")
-    if not isinstance(B, (int, np.integer)) or B < 1:
-        raise ValueError(f"B (number of strings) must be an integer >= 1, got {B!r}")
-    if not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    """n (target length in tokens) >= 1, B (number of strings) >= 1, seed >= 0."""
+    check_int("n", n, 1)
+    check_int("B", B, 1)
+    check_int("seed", seed, 0)
 
 
 def _rng(source: str, seed: int, i: int) -> np.random.Generator:
@@ -75,8 +75,7 @@ def random_tokens(vocab_size: int, n: int, B: int, seed: int = 0, exclude: Itera
     ``tokenizer``, else they are empty strings).
     """
     _check(n, B, seed)
-    if not isinstance(vocab_size, (int, np.integer)) or vocab_size < 2:
-        raise ValueError(f"vocab_size must be an integer >= 2, got {vocab_size!r}")
+    check_int("vocab_size", vocab_size, 2)
     allowed = np.setdiff1d(np.arange(vocab_size), np.fromiter((int(e) for e in exclude), dtype=np.int64))
     if allowed.size == 0:
         raise ValueError("exclude removes every token id: nothing left to draw from")
@@ -184,8 +183,7 @@ def natural_text(tokenizer, n: int, B: int, seed: int = 0, text: str | None = No
 def make_targets(source: str, n: int, B: int, seed: int = 0, *, tokenizer=None, vocab_size=None,
                  exclude: Iterable[int] = (), text: str | None = None):
     """Dispatch by source name (one of :data:`SOURCES`); returns (LongTensor [B, n], texts)."""
-    if source not in SOURCES:
-        raise ValueError(f"source must be one of {SOURCES}, got {source!r}")
+    check_choice("source", source, SOURCES)
     if source == "tokens":
         if vocab_size is None:
             raise ValueError("source='tokens' needs vocab_size")

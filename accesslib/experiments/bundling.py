@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 import numpy as np
 
 from accesslib.config import hardware
+from accesslib.models import facts
 from accesslib.results.bundles import BUNDLE_VERSION, curve_record, effective_record, geometry_record, slope_record
 
 
@@ -24,7 +25,7 @@ def crammed_memory(lm, n: int, *, source: str = "tokens", seed: int = 0, tries: 
 
     n = max(2, int(n))
     tg, _ = targets.make_targets(source, n, tries, seed=seed, tokenizer=lm.tokenizer,
-                                 vocab_size=lm.facts.vocab_size)
+                                 vocab_size=facts.shared_vocab_size(lm.model))
     res = cramming.cram(lm, tg, 1, seed=seed, prefix_ids=prefix_ids, **cramming.PROTOCOLS["fast"])
     for i, r in enumerate(res.strings):
         if r.success:

@@ -16,7 +16,6 @@ The fits of these curves (n50, slope) are in :mod:`accesslib.theory.stats`.
 from __future__ import annotations
 
 import hashlib
-import math
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,12 +24,13 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 from scipy.special import expit
 
+from accesslib._checks import check_choice, check_float, check_int, check_int_list, fail
 from accesslib.engine.cramming import protocol_settings
-from accesslib.results.store import ResultsStore, protocol_hash as _protocol_hash, target_hash as _target_hash
+from accesslib.results.store import ResultsStore, protocol_hash, target_hash
 from accesslib.theory.stats import N50Fit, fit_n50
 
 __all__ = ["SEARCHES", "AccessibilityCurve", "accessibility_curve", "search_paper", "search_bisect",
-           "search_grid", "LengthSampler", "logistic_oracle"]
+           "search_grid", "LengthSampler", "logistic_oracle", "hashed_settings", "protocol_hash_for"]
 
 SEARCHES = ("bisect", "paper", "grid")
 
@@ -41,7 +41,34 @@ def _derive_seed(*parts) -> int:
     return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
 
 
+# ---------------------------------------------------------------------------------------------
+# The protocol hash: which cramming settings a stored string was measured with
+# ---------------------------------------------------------------------------------------------
+def hashed_settings(protocol: str | Mapping[str, Any] = "paper", overrides: Mapping[str, Any] | None = None,
+                    *, text: str | None = None) -> dict:
+    """What the protocol hash is taken of, and what the store records under it: the cram settings
+    ``protocol_settings(protocol, **overrides)`` (an override of None keeps the protocol's value),
+    plus ``source_text`` (a digest of ``text``) when the targets come from a given text."""
+    from accesslib.engine.targets import text_digest
 
+    out = dict(protocol_settings(protocol, **dict(overrides or {})))
+    if text is not None:
+        out["source_text"] = text_digest(text)
+    return out
+
+
+def protocol_hash_for(protocol: str | Mapping[str, Any] = "paper", overrides: Mapping[str, Any] | None = None,
+                      *, text: str | None = None) -> str:
+    """The results store's ``protocol_hash`` of strings crammed with this protocol (a name of
+    ``accesslib.engine.cramming.PROTOCOLS`` or a dict of cram settings), these ``overrides``
+    (e.g. ``{"max_steps": 50}``) and, for targets cut from a given text, that ``text``.
+
+    The one place a hash is made from settings: :func:`accessibility_curve` writes rows under it,
+    the sweeps (``accesslib.experiments.sweep``) and the apps look rows up with it. The hash is
+    :func:`accesslib.results.store.protocol_hash` of :func:`hashed_settings`; stores and shipped
+    bundles depend on it staying the same for the same settings.
+    """
+    return protocol_hash(hashed_settings(protocol, overrides, text=text))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -259,20 +286,25 @@ class AccessibilityCurve:
 
 
 def _unwrap(model, tokenizer, model_name):
-    """(hf_model, tokenizer, name, vocab_size, max_context) from a LoadedModel or a module."""
-    facts = getattr(model, "facts", None)
-    if facts is not None and hasattr(model, "model"):
-        name = model_name or facts.name
-        return model.model, tokenizer or model.tokenizer, name, facts.vocab_size, facts.max_context
-    config = getattr(model, "config", None)
-    if config is None:
-        raise ValueError("model must be a LoadedModel (accesslib.models.loading.load_model) or a transformers "
-                         "causal LM, or a name to load")
-    name = model_name or getattr(config, "_name_or_path", "") or ""
-    if not name:
-        raise ValueError("model_name is needed for a model built in memory (it keys the results store)")
-    ctx = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
-    return model, tokenizer, name, config.vocab_size, ctx
+    """(hf_model, tokenizer, name, vocab_size, max_context) from a LoadedModel or a module.
+
+    vocab_size: the ids random-token targets are drawn from, the ones both embeddings have
+    (:func:`accesslib.models.facts.shared_vocab_size`, what cramming accepts); max_context:
+    :func:`accesslib.models.facts.max_context`."""
+    from accesslib.models import facts
+
+    loaded = getattr(model, "facts", None)
+    if loaded is not None and hasattr(model, "model"):
+        hf, name, tok = model.model, model_name or loaded.name, tokenizer or model.tokenizer
+    else:
+        config = getattr(model, "config", None)
+        if config is None:
+            raise ValueError("model must be a LoadedModel (accesslib.models.loading.load_model) or a transformers "
+                             "causal LM, or a name to load")
+        hf, name, tok = model, model_name or getattr(config, "_name_or_path", "") or "", tokenizer
+        if not name:
+            raise ValueError("model_name is needed for a model built in memory (it keys the results store)")
+    return hf, tok, name, facts.shared_vocab_size(hf), facts.max_context(hf)
 
 
 def accessibility_curve(model, m: int, lengths: Sequence[int] | None = None, samples: int = 16,
@@ -298,29 +330,25 @@ def accessibility_curve(model, m: int, lengths: Sequence[int] | None = None, sam
     from accesslib.engine import targets as _targets
     from accesslib.engine.cramming import cram
 
-    if not isinstance(m, (int, np.integer)) or m < 1:
-        raise ValueError(f"m (number of memory vectors) must be an integer >= 1, got {m!r}")
-    if not isinstance(samples, (int, np.integer)) or samples < 1:
-        raise ValueError(f"samples must be an integer >= 1, got {samples!r}")
-    if source not in _targets.SOURCES:
-        raise ValueError(f"source must be one of {_targets.SOURCES}, got {source!r}")
+    m = check_int("m", m, 1)
+    samples = check_int("samples", samples, 1)
+    seed = check_int("seed", seed)
+    check_choice("source", source, _targets.SOURCES)
     if search is None:
         search = "grid" if lengths is not None else "bisect"
-    if search not in SEARCHES:
-        raise ValueError(f"search must be one of {SEARCHES}, got {search!r}")
+    check_choice("search", search, SEARCHES)
     if search == "grid":
-        if not lengths:
-            raise ValueError("search='grid' needs lengths")
-        lengths = [int(n) for n in lengths]
-        if min(lengths) < 1:
-            raise ValueError(f"lengths must be >= 1, got {min(lengths)}")
+        if lengths is None:
+            fail("lengths", "given with search='grid'", lengths)
+        lengths = check_int_list("lengths", lengths, 1)
     elif lengths is not None:
-        raise ValueError(f"lengths are chosen by search={search!r}: give lengths only with search='grid'")
-    if not isinstance(pilot, (int, np.integer)) or pilot < 1:
-        raise ValueError(f"pilot (strings per length while bracketing) must be an integer >= 1, got {pilot!r}")
-    pilot = min(int(pilot), int(samples))
-    if not precision > 0:
-        raise ValueError(f"precision (relative n50 stderr) must be > 0, got {precision}")
+        fail("lengths", f"None with search={search!r}, which picks them (give lengths only with "
+             f"search='grid')", lengths)
+    pilot = min(check_int("pilot", pilot, 1), samples)   # strings per length while bracketing
+    check_float("precision", precision, 0, low_open=True)   # target relative stderr of n50
+    max_length = check_int("max_length", max_length, 1)
+    if start is not None:
+        start = check_int("start", start, 1)
 
     if isinstance(model, str):
         from accesslib.models.loading import load_model
@@ -330,16 +358,17 @@ def accessibility_curve(model, m: int, lengths: Sequence[int] | None = None, sam
         store = ResultsStore(store)
     settings = protocol_settings(protocol, **cram_overrides)
     first_as_input = bool(settings.get("first_token_as_input", False))
-    hash_input = dict(settings)
-    if text is not None:
-        hash_input["source_text"] = _targets.text_digest(text)
-    ph = _protocol_hash(hash_input)
-    floor = max(2 if first_as_input else 1, 1)
+    hash_input = hashed_settings(protocol, cram_overrides, text=text)   # recorded with the rows
+    ph = protocol_hash_for(protocol, cram_overrides, text=text)
+    floor = 2 if first_as_input else 1   # the first target token is an input, not an output
+    if max_length < floor:
+        fail("max_length", f">= {floor} with first_token_as_input={first_as_input}", max_length)
     if max_ctx:
         prefix_len = len(settings.get("prefix_ids") or []) + 1  # room for a BOS-like prefix
         max_length = min(max_length, int(max_ctx) - m - prefix_len)
-    if max_length < floor:
-        raise ValueError(f"max_length={max_length} leaves no room for a target with m={m}")
+        if max_length < floor:
+            fail("m", f"small enough to leave room in the model's context ({max_ctx} tokens) for a "
+                 f"target of {floor} token(s) after the memory", m)
     exclude = list(getattr(tok, "all_special_ids", []) or []) if tok is not None else []
 
     stop_fn = None
@@ -356,7 +385,7 @@ def accessibility_curve(model, m: int, lengths: Sequence[int] | None = None, sam
         todo = []
         for i in indices:
             tids = ids[i].tolist()
-            key = dict(model=name, m=int(m), n=n, source=source, target_hash=_target_hash(tids),
+            key = dict(model=name, m=int(m), n=n, source=source, target_hash=target_hash(tids),
                        seed=int(seed), protocol_hash=ph)
             if store is not None and store.has(key):
                 row = store.rows(**key)[0]

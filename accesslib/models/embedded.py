@@ -22,6 +22,8 @@ import gzip
 import json
 from functools import lru_cache
 from pathlib import Path
+
+from accesslib._checks import check_choice
 from accesslib.config import data_path
 
 DEFAULT = "tiny-d32-v257"
@@ -74,7 +76,7 @@ def info(name: str) -> dict:
     hardware, versions and the exact command that reproduces it."""
     p = resolve(name)
     if p is None:
-        raise ValueError(f"name must be one of the shipped models {names()}, got {name!r}")
+        check_choice("name", name, names())   # raises: name is not a shipped model
     return json.loads((p / "training.json").read_text())
 
 
@@ -107,8 +109,7 @@ def corpus_split(part: str) -> str:
     ``"heldout"`` (every 20th chapter, about 5%: natural-text targets and held-out losses).
 
     Chapters keep their blank-line separation, so ``split("\\n\\n")`` recovers them."""
-    if part not in SPLITS:
-        raise ValueError(f"part must be one of {SPLITS}, got {part!r}")
+    check_choice("part", part, SPLITS)
     want = part == "heldout"
     return "\n\n".join(c for k, c in enumerate(corpus_chapters()) if is_heldout_chapter(k) == want) + "\n"
 

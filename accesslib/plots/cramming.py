@@ -2,7 +2,8 @@
 
 Same pattern and visual language as :mod:`accesslib.plots.bounds`: ``plot_x(ax, ...)`` draws once
 and returns artists, ``update_x(artists, ...)`` moves them in place. Predicted = lines,
-measured = markers with error bars; one colour per m (or per model) across panels.
+measured = markers with error bars; one colour per m (:func:`accesslib.plots.style.m_color`)
+across panels.
 """
 from __future__ import annotations
 
@@ -10,28 +11,8 @@ import math
 
 import numpy as np
 
-from accesslib.plots.bounds import COLORS, STYLE
+from accesslib.plots.style import BOUND_STYLES, COLORS, STYLE, m_color, set_errorbar
 from accesslib.theory.stats import binomial_stderr
-
-#: one colour per m (1, 2, 3, ...), reused by every cramming panel
-M_COLORS = ["#6a3d9a", "#e07b00", "#2a9d48", "#c0392b", "#1f77b4", "#8c564b", "#e377c2", "#17becf"]
-#: one line style per refined bound (predicted lines)
-BOUND_STYLES = {"ball": "-", "box": "--", "ellipsoid": "-.", "cone": ":", "cells": (0, (5, 1, 1, 1))}
-
-
-def m_color(m: int) -> str:
-    return M_COLORS[(int(m) - 1) % len(M_COLORS)]
-
-
-def _set_errorbar(container, x, y, yerr):
-    """Move an errorbar container (line, caps, bars) to new data in place."""
-    line, caps, (bars,) = container.lines[0], container.lines[1], container.lines[2]
-    x, y, yerr = (np.asarray(v, float) for v in (x, y, yerr))
-    line.set_data(x, y)
-    bars.set_segments([np.array([[xi, yi - ei], [xi, yi + ei]]) for xi, yi, ei in zip(x, y, yerr)])
-    if caps:
-        caps[0].set_data(x, y - yerr)
-        caps[1].set_data(x, y + yerr)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -96,7 +77,7 @@ def update_accessibility(art, curves):
             art["series"][m] = dict(eb=eb, fit=fit, n50=n50)
             ax.legend(fontsize=8, loc="upper right")
         ser = art["series"][m]
-        _set_errorbar(ser["eb"], n, frac, err)
+        set_errorbar(ser["eb"], n, frac, err)
         fit = c.get("fit")
         if fit is not None and all(math.isfinite(v) for v in fit):
             x0, k = fit
@@ -124,7 +105,7 @@ def plot_n50_vs_m(ax, m_max=5):
     (fit,) = ax.plot([], [], color=COLORS["measured"], **STYLE["fit"], label="fitted slope")
     art["measured"], art["fit"] = eb, fit
     art["text"] = ax.text(1.01, 0.0, "", transform=ax.transAxes, va="bottom", ha="left", fontsize=7.5,
-                          family="monospace", bbox=dict(boxstyle="round", fc="white", ec="#cccccc", alpha=0.9))
+                          family="monospace", bbox=STYLE["textbox"])
     return art
 
 
@@ -147,7 +128,7 @@ def update_bound_lines(art, slopes: dict):
 def update_measured(art, ms, n50s, stderrs, slope=None, intercept=None):
     ms, n50s = np.asarray(ms, float), np.asarray(n50s, float)
     se = np.nan_to_num(np.asarray(stderrs, float), nan=0.0)
-    _set_errorbar(art["measured"], ms, n50s, se)
+    set_errorbar(art["measured"], ms, n50s, se)
     if slope is not None:
         xs = np.linspace(0.5, art["m_max"] + 0.5, 20)
         art["fit"].set_data(xs, np.maximum(slope * xs + intercept, 1e-3))

@@ -12,8 +12,8 @@ import math
 import numpy as np
 from matplotlib.colors import ListedColormap
 
-TOKEN_COLORS = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#edc948", "#76b7b2",
-                "#ff9da7", "#9c755f", "#bab0ac"]
+from accesslib.plots.style import COLORS, token_color
+
 ASSIGN_TITLES = {"argmax": "argmax of logits (greedy decoding)",
                  "voronoi": "nearest decoder row (Voronoi, [A])"}
 
@@ -45,7 +45,7 @@ def cells_on_grid(W, b=None, lo=(-1.0, -1.0), hi=(1.0, 1.0), res=301, assign="ar
 
 
 def _cmap(n):
-    return ListedColormap([TOKEN_COLORS[i % len(TOKEN_COLORS)] for i in range(n)])
+    return ListedColormap([token_color(i) for i in range(n)])
 
 
 def plot_cells_2d(ax, W, b=None, assign="argmax", lo=(-1.0, -1.0), hi=(1.0, 1.0), res=301,
@@ -56,7 +56,7 @@ def plot_cells_2d(ax, W, b=None, assign="argmax", lo=(-1.0, -1.0), hi=(1.0, 1.0)
     n = W.shape[0]
     img = ax.imshow(idx, origin="lower", extent=(lo[0], hi[0], lo[1], hi[1]), cmap=_cmap(n),
                     vmin=-0.5, vmax=n - 0.5, alpha=0.55, interpolation="nearest")
-    arrows = ax.quiver(np.zeros(n), np.zeros(n), W[:, 0], W[:, 1], color=[TOKEN_COLORS[i % 10] for i in range(n)],
+    arrows = ax.quiver(np.zeros(n), np.zeros(n), W[:, 0], W[:, 1], color=[token_color(i) for i in range(n)],
                        angles="xy", scale_units="xy", scale=1, width=0.012, zorder=3)
     tips = ax.plot(W[:, 0], W[:, 1], "o", ms=9, mec="black", mfc="none", zorder=4)[0]
     sel = ax.plot([W[selected, 0]], [W[selected, 1]], "o", ms=14, mec="black", mfc="none", mew=2,
@@ -121,7 +121,7 @@ def plot_share_histogram(ax, shares, n_samples=None, bins=40):
     """Histogram of log10 p_t over tokens (zero-hit tokens counted in the text); -> artists."""
     ax.set_xlabel(r"$\log_{10}$ cell share $p_t$")
     ax.set_ylabel("tokens")
-    art = dict(ax=ax, bars=None, uniform=ax.axvline(0, color="#1f4e9c", lw=1.6, ls="--",
+    art = dict(ax=ax, bars=None, uniform=ax.axvline(0, color=COLORS["predicted"], lw=1.6, ls="--",
                                                        label="uniform 1/|V|"),
                text=ax.text(0.02, 0.97, "", transform=ax.transAxes, va="top", fontsize=8), bins=bins)
     ax.legend(loc="center right", fontsize=8)
@@ -138,7 +138,7 @@ def update_share_histogram(art, shares, n_samples=None):
     counts, edges = np.histogram(lp, bins=art["bins"])
     if art["bars"] is None:
         art["bars"] = ax.bar(edges[:-1], counts, width=np.diff(edges), align="edge",
-                             color="#6a3d9a", alpha=0.8)
+                             color=COLORS["measured"], alpha=0.8)
     else:
         for rect, c, x0, w in zip(art["bars"], counts, edges[:-1], np.diff(edges)):
             rect.set_x(x0)
@@ -158,7 +158,7 @@ def update_share_histogram(art, shares, n_samples=None):
 def plot_slope_bars(ax, kinds):
     """Bars of the predicted slope C (tokens per vector) under each refinement; -> artists."""
     x = np.arange(len(kinds))
-    bars = ax.bar(x, np.zeros(len(kinds)), color="#1f4e9c", alpha=0.85)
+    bars = ax.bar(x, np.zeros(len(kinds)), color=COLORS["predicted"], alpha=0.85)
     ax.set_xticks(x, kinds, rotation=20, fontsize=9)
     ax.set_ylabel("predicted C (tokens per vector)")
     texts = [ax.text(i, 0, "", ha="center", va="bottom", fontsize=8) for i in x]
@@ -185,10 +185,10 @@ def plot_convergence(ax):
     ax.set_xlabel("cell samples n (first n of N)")
     ax.set_ylabel(r"$s_{conv}$ (nats per token)")
     art = dict(ax=ax,
-               bound=ax.plot([], [], "o-", color="#6a3d9a", lw=1.6, ms=4, label="95% upper shares")[0],
-               drop=ax.plot([], [], "s--", color="#e08214", lw=1.2, ms=3, label="[A]: never-hit dropped")[0],
-               floor=ax.plot([], [], ":", color="#777777", lw=1.2, label=r"$-\ln(n/3)$: resolution")[0],
-               lnv=ax.axhline(0, color="#1f4e9c", lw=1.2, ls="-.", label=r"$-\ln|V|$"),
+               bound=ax.plot([], [], "o-", color=COLORS["measured"], lw=1.6, ms=4, label="95% upper shares")[0],
+               drop=ax.plot([], [], "s--", color=COLORS["paper_rule"], lw=1.2, ms=3, label="[A]: never-hit dropped")[0],
+               floor=ax.plot([], [], ":", color=COLORS["reference"], lw=1.2, label=r"$-\ln(n/3)$: resolution")[0],
+               lnv=ax.axhline(0, color=COLORS["predicted"], lw=1.2, ls="-.", label=r"$-\ln|V|$"),
                text=ax.text(0.03, 0.04, "", transform=ax.transAxes, fontsize=8, va="bottom"))
     ax.legend(loc="upper right", fontsize=7)
     return art

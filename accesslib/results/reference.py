@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
+
+from accesslib._checks import fail
 from accesslib.config import data_path
 
 
@@ -26,8 +28,7 @@ def model(name):
     for r in models():
         if r["name"].lower() == key or r["name"].split("/")[-1].lower() == key:
             return r
-    known = ", ".join(r["name"] for r in models())
-    raise ValueError(f"no published reference row for model {name!r}; known: {known}")
+    fail("model", "a model of the published table (" + ", ".join(r["name"] for r in models()) + ")", name)
 
 
 def n50_points(model_name=None):

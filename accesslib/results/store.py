@@ -38,6 +38,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from accesslib._checks import check_choice, check_float, fail
+
 __all__ = ["ResultsStore", "KEY_COLUMNS", "protocol_hash", "target_hash", "default_path"]
 
 SCHEMA_VERSION = 1
@@ -89,9 +91,11 @@ def protocol_hash(settings: Mapping[str, Any]) -> str:
     """A short stable hash (16 hex digits of SHA-256) of a dict of cramming settings.
 
     Key order, tuples vs lists and numpy scalars do not change the hash; any changed value does.
+    The hash of a protocol name and overrides (what the experiments and the apps key rows by) is
+    ``accesslib.experiments.curves.protocol_hash_for``, which calls this.
     """
     if not isinstance(settings, Mapping):
-        raise ValueError(f"settings must be a dict of cramming settings, got {type(settings).__name__}")
+        fail("settings", "a dict of cramming settings", settings)
     text = json.dumps(_canonical(settings), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -100,7 +104,7 @@ def target_hash(ids: Iterable[int]) -> str:
     """16 hex digits of SHA-256 of the comma-joined token ids of a target string."""
     text = ",".join(str(int(i)) for i in ids)
     if not text:
-        raise ValueError("target ids must not be empty")
+        fail("target ids", "a non-empty list of token ids", [])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -194,11 +198,10 @@ class ResultsStore:
     """
 
     def __init__(self, path: str | os.PathLike | None = None, *, timeout: float = 60.0):
-        if timeout <= 0:
-            raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        check_float("timeout", timeout, 0, low_open=True)   # seconds a writer waits for the lock
         self.path = Path(path) if path is not None else default_path()
         if self.path.is_dir():
-            raise ValueError(f"path must be a file, not a directory: {self.path}")
+            fail("path", "a file, not a directory", str(self.path))
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.timeout = float(timeout)
         self._local = threading.local()
@@ -281,22 +284,23 @@ class ResultsStore:
         """Validate one row and turn it into column -> SQL value."""
         unknown = set(row) - set(ALL_COLUMNS) - {"settings"}
         if unknown:
-            raise ValueError(f"unknown store columns {sorted(unknown)}; allowed: {list(ALL_COLUMNS)}")
+            fail("row columns", f"among {', '.join(ALL_COLUMNS)}", sorted(unknown))
         r = dict(row)
         r.pop("settings", None)
         if r.get("target_hash") is None:
             if r.get("target_ids") is None:
-                raise ValueError("a row needs target_hash or target_ids")
+                fail("target_ids", "given when a row has no target_hash", None)
             r["target_hash"] = target_hash(r["target_ids"])
         for c in KEY_COLUMNS:
             if r.get(c) is None:
-                raise ValueError(f"row is missing key column {c!r} (key: {list(KEY_COLUMNS)})")
-        if "success" not in r or r["success"] is None:
-            raise ValueError("row is missing 'success'")
+                fail(c, f"given in every row (a key column: {', '.join(KEY_COLUMNS)})", None)
+        if r.get("success") is None:
+            fail("success", "given in every row", None)
         for c in ("m", "n", "seed"):
             r[c] = int(r[c])
-        if r["m"] < 1 or r["n"] < 1:
-            raise ValueError(f"m and n must be >= 1, got m={r['m']}, n={r['n']}")
+        for c in ("m", "n"):
+            if r[c] < 1:
+                fail(c, "a whole number >= 1", row[c])
         mem = r.get("memory")
         if mem is not None and not isinstance(mem, (bytes, bytearray, memoryview)):
             if hasattr(mem, "detach"):  # a torch tensor, without importing torch here
@@ -356,8 +360,7 @@ class ResultsStore:
     def _where(filters: Mapping[str, Any]) -> tuple[str, list]:
         parts, args = [], []
         for c, v in filters.items():
-            if c not in ALL_COLUMNS:
-                raise ValueError(f"unknown filter column {c!r}; allowed: {list(ALL_COLUMNS)}")
+            check_choice("filter column", c, ALL_COLUMNS)
             if v is None:
                 continue
             if isinstance(v, (list, tuple, set, frozenset)):
@@ -380,7 +383,8 @@ class ResultsStore:
         """Whether the string with this key (the 7 key columns) is stored."""
         missing = [c for c in KEY_COLUMNS if key.get(c) is None]
         if missing:
-            raise ValueError(f"key is missing {missing} (key: {list(KEY_COLUMNS)})")
+            fail("key", f"a mapping of every key column ({', '.join(KEY_COLUMNS)}); missing {missing}",
+                 dict(key))
         where, args = self._where({c: key[c] for c in KEY_COLUMNS})
         return bool(self._query(f"SELECT 1 FROM strings{where} LIMIT 1", args))
 
@@ -398,8 +402,7 @@ class ResultsStore:
         json columns come back as lists, booleans as bool; ``memory=True`` also decodes the
         memory vectors to float32 numpy arrays (left out by default: they are the bulk).
         """
-        if order_by not in ALL_COLUMNS + ("id",):
-            raise ValueError(f"order_by must be a column name, got {order_by!r}")
+        check_choice("order_by", order_by, ("id",) + ALL_COLUMNS)
         cols = ["id"] + [c for c in ALL_COLUMNS if memory or c != "memory"]
         where, args = self._where(filters)
         out = []

@@ -1,0 +1,262 @@
+"""The apps' one background-run helper (accesslib.apps.base.BackgroundRun), the plots' shared
+helpers, and the one place for colours. Headless, no torch."""
+import re
+import threading
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pytest
+
+matplotlib.use("Agg")
+
+import ipywidgets as W  # noqa: E402
+
+from accesslib.apps.base import App, BackgroundRun  # noqa: E402
+
+PKG = Path(__file__).resolve().parents[1] / "accesslib"
+
+
+class Toy(App):
+    """An app with two run buttons (the second disabled before any run), a progress bar and a
+    runner; ``go(work)`` starts ``work`` the way the real apps do."""
+
+    figsize = (2, 2)
+
+    def __init__(self):
+        super().__init__(canvas="agg")
+        self.run_btn = W.Button(description="Run")
+        self.other_btn = W.Button(description="Other", disabled=True)
+        self.progress = W.IntProgress(value=0, min=0, max=1)
+        self.runner = BackgroundRun(self, run_buttons=[self.run_btn, self.other_btn], progress=self.progress)
+        self.stop_btn = self.runner.stop_button
+        self.done_calls = []
+
+    def update(self):
+        pass
+
+    def go(self, work, on_done=None):
+        return self.guard(self.runner.start, work, on_done=on_done)
+
+
+def _blocking_work(started, release=None):
+    """Work that signals it started, then steps until Stop (or ``release``)."""
+    def work(run):
+        started.set()
+        steps = 0
+        while not run.stop_requested and not (release is not None and release.is_set()):
+            steps += 1
+            run.set_progress(min(steps, 5), 5)
+            run.stop_event.wait(0.01)
+        return f"{steps} steps"
+    return work
+
+
+def test_finished_run_sets_progress_status_and_gives_buttons_back():
+    app = Toy()
+    assert app.stop_btn.disabled and not app.is_running and app.runner.thread is None
+
+    def work(run):
+        assert app.run_btn.disabled and app.other_btn.disabled and not app.stop_btn.disabled
+        run.set_progress(2, 3)
+        run.set_progress(3)
+        return "3 of 3 things"
+
+    assert app.go(work)
+    assert app.wait(10) and not app.is_running
+    assert app.runner.outcome == "finished" and app.last_error is None
+    assert "finished: 3 of 3 things" in app.status.value
+    assert (app.progress.value, app.progress.max) == (3, 3)
+    # the run buttons get back the state they had: the second one was disabled before the run
+    assert not app.run_btn.disabled and app.other_btn.disabled and app.stop_btn.disabled
+
+
+def test_progress_bar_grows_when_the_total_was_an_estimate():
+    app = Toy()
+
+    def work(run):
+        run.set_progress(0, 2)
+        run.set_progress(4)
+
+    app.go(work)
+    app.wait(10)
+    assert (app.progress.value, app.progress.max) == (4, 4)
+
+
+def test_without_a_summary_the_status_gives_the_time():
+    app = Toy()
+    app.go(lambda run: None)
+    app.wait(10)
+    assert re.search(r"finished in \d+\.\d s", app.status.value)
+
+
+def test_stop_button_ends_the_run_and_says_stopped():
+    app = Toy()
+    started = threading.Event()
+    app.go(_blocking_work(started))
+    assert started.wait(10) and app.is_running
+    app.stop_btn.click()
+    assert app.stop_requested
+    assert app.wait(10)
+    assert app.runner.outcome == "stopped" and app.status.value.count("stopped: ") == 1
+    assert "steps" in app.status.value and "stopping" not in app.status.value
+    assert not app.run_btn.disabled and app.stop_btn.disabled
+
+
+def test_a_stop_after_the_end_changes_nothing():
+    """A Stop that reaches the kernel after the run ended (the button's disabled state arrives
+    late in the browser) neither hides the summary nor leaves the flag set for the next run."""
+    app = Toy()
+    app.go(lambda run: "all done")
+    app.wait(10)
+    summary = app.status.value
+    assert app.stop() is False
+    assert app.runner.stop() is False
+    assert app.status.value == summary and "finished: all done" in summary
+    assert not app.stop_requested
+    # the next run starts with the flag clear and ends "finished"
+    app.go(lambda run: "again" if not run.stop_requested else "told to stop")
+    app.wait(10)
+    assert "finished: again" in app.status.value
+
+
+def test_a_second_start_is_refused_with_a_message():
+    app = Toy()
+    started, release = threading.Event(), threading.Event()
+    app.go(_blocking_work(started, release))
+    assert started.wait(10)
+    assert app.go(lambda run: "never") is False
+    assert app.last_error == "a run is already going: press Stop first"
+    with pytest.raises(ValueError, match=r"^a run is already going: press Stop first$"):
+        app.runner.start(lambda run: "never")
+    release.set()
+    assert app.wait(10) and app.runner.outcome == "finished"
+
+
+@pytest.mark.parametrize("exc, message", [
+    (ValueError("n must be a whole number in 1..32; got 40"), "n must be a whole number in 1..32; got 40"),
+    (RuntimeError("boom"), "unexpected RuntimeError: boom"),
+])
+def test_a_failure_is_one_line_in_the_error_area(exc, message):
+    app = Toy()
+
+    def work(run):
+        raise exc
+
+    app.go(work, on_done=lambda outcome: app.done_calls.append(outcome))
+    assert app.wait(10)
+    assert app.last_error == message and "Traceback" not in app.error.value
+    assert app.runner.outcome == "failed" and app.done_calls == ["failed"]
+    assert "failed after" in app.status.value
+    assert not app.run_btn.disabled and app.stop_btn.disabled
+
+
+def test_on_done_runs_after_the_end_and_its_summary_wins():
+    app = Toy()
+    seen = {}
+
+    def on_done(outcome):
+        seen.update(outcome=outcome, running=app.is_running, stop_disabled=app.stop_btn.disabled)
+        assert app.stop() is False          # too late: the run has ended
+        return "from on_done"
+
+    app.go(lambda run: "from work", on_done=on_done)
+    app.wait(10)
+    # still "running" (the thread is finishing), Stop already off
+    assert seen == dict(outcome="finished", running=True, stop_disabled=True)
+    assert "finished: from on_done" in app.status.value
+
+
+def test_on_stop_forwards_stop_to_a_wrapped_run():
+    """A run that watches another background job (the Dask sweep) forwards Stop to it, whether
+    Stop comes after or before the job was registered."""
+    app = Toy()
+    inner = threading.Event()
+    registered = threading.Event()
+
+    def work(run):
+        run.on_stop(inner.set)
+        registered.set()
+        assert inner.wait(10)       # the wrapped job ends when told to stop
+        return "inner stopped"
+
+    app.go(work)
+    assert registered.wait(10) and not inner.is_set()
+    app.stop()
+    assert app.wait(10) and "stopped: inner stopped" in app.status.value
+    # registered after Stop: called at once
+    calls = []
+    started = threading.Event()
+
+    def late(run):
+        started.set()
+        run.stop_event.wait(10)
+        run.on_stop(lambda: calls.append(1))
+    app.go(late)
+    assert started.wait(10)
+    app.stop()
+    app.wait(10)
+    assert calls == [1]
+
+
+def test_an_app_without_a_runner_answers_the_same_api():
+    class Still(App):
+        figsize = (2, 2)
+
+        def update(self):
+            pass
+
+    app = Still(canvas="agg")
+    assert not app.is_running and not app.stop_requested
+    assert app.stop() is False and app.wait(0) is True
+
+
+# ---------------------------------------------------------------- plots helpers and colours
+def test_set_errorbar_moves_markers_bars_and_caps():
+    from matplotlib.figure import Figure
+
+    from accesslib.plots.style import STYLE, set_errorbar
+
+    ax = Figure().add_subplot()
+    eb = ax.errorbar([0, 0], [0, 0], yerr=[0, 0], **STYLE["marker"])
+    set_errorbar(eb, [1, 2], [10, 20], [1, 3])
+    assert list(eb.lines[0].get_ydata()) == [10, 20]
+    segs = eb.lines[2][0].get_segments()
+    assert [s[:, 1].tolist() for s in segs] == [[9, 11], [17, 23]]
+    assert list(eb.lines[1][1].get_ydata()) == [11, 23]
+
+
+def test_copy_accuracy_shade_follows_the_training_range():
+    from matplotlib.figure import Figure
+
+    from accesslib.plots import copying
+
+    art = copying.plot_copy_accuracy(Figure().add_subplot())
+    copying.update_copy_accuracy(art, [3, 7], [1.0, None], [1.0, 0.5], 4, (5, 6))
+    x0, x1 = art["shade"].get_x(), art["shade"].get_x() + art["shade"].get_width()
+    assert (x0, x1) == (5, 6)
+    assert np.isnan(art["greedy"].get_ydata()[1]) and len(art["err"].get_segments()) == 1
+
+
+def test_every_colour_is_defined_in_plots_style():
+    """One place for colours: no hex colour literal in apps/ or plots/ outside plots/style.py."""
+    hexcolour = re.compile(r"#[0-9a-fA-F]{6}\b|#[0-9a-fA-F]{3}\b")
+    found = []
+    for path in sorted((PKG / "apps").glob("*.py")) + sorted((PKG / "plots").glob("*.py")):
+        if path.name == "style.py":
+            continue
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if hexcolour.search(line):
+                found.append(f"{path.relative_to(PKG.parent)}:{i}: {line.strip()}")
+    assert not found, "colours outside accesslib/plots/style.py:\n" + "\n".join(found)
+
+
+def test_an_app_may_call_its_data_view_without_breaking_the_image_fallback():
+    """ModelGeometryApp keeps its shown measurement in ``view``; the PNG fallback still paints
+    (it crashed at construction before)."""
+    from accesslib.apps.nb05_geometry import TINY_RANDOM, ModelGeometryApp
+
+    app = ModelGeometryApp(canvas="image", model=TINY_RANDOM)
+    assert app.view is None and app.last_error is None
+    png = app.widget.children[3].value
+    assert png[:4] == b"\x89PNG"
