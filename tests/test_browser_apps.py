@@ -2,7 +2,6 @@
 import os
 
 import pytest
-
 from conftest import app_url, assert_no_error, figure_png, open_app, slider, wait_idle
 
 pytestmark = pytest.mark.browser

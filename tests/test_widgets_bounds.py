@@ -7,11 +7,10 @@ import pytest
 
 matplotlib.use("Agg")
 
-from accesslib.theory import bounds  # noqa: E402
-
-from accesslib.results import reference  # noqa: E402
 from accesslib.apps.base import make_figure  # noqa: E402
 from accesslib.apps.nb01_bounds import BoundsApp  # noqa: E402
+from accesslib.results import reference  # noqa: E402
+from accesslib.theory import bounds  # noqa: E402
 
 PYTHIA = "EleutherAI/pythia-160m"
 

@@ -137,7 +137,7 @@ class SweepApp(App):
                                       style=_DESC, layout=W.Layout(width="360px"))
         self.runner = BackgroundRun(self, run_buttons=[self.run_button], progress=self.progress,
                                     name="accesslib-sweep-watch",
-                                    stop_message="stopping: running jobs end after their current string ...")
+                                    stop_message="stopping: running jobs keep the strings they finished ...")
         self.stop_button = self.runner.stop_button
         self.controls.children = [
             W.HTML(f"<span style='font-size:90%'>sweep: models {', '.join(self.spec.model_labels)}; "
@@ -158,6 +158,7 @@ class SweepApp(App):
     def _work(self, job):
         from accesslib.experiments.sweep import start_sweep
 
+        self.run = None
         self.set_status("starting the Dask cluster ...")
         self.run = start_sweep(self.spec, on_job_done=lambda res: self.guard(self.update),
                                scheduler=self.scheduler, progress=False)
@@ -188,7 +189,7 @@ class SweepApp(App):
         if self.run is not None:
             done, total = self.run.progress
             self.runner.set_progress(done, total)
-            if self.run.running:
+            if self.run.running and not self.stop_requested:
                 link = self.run.dashboard_link
                 self.set_status(f"running: {done}/{total} jobs" + (f"; Dask dashboard: {link}" if link else ""))
         self.redraw()
