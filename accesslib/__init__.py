@@ -4,8 +4,8 @@ An interactive explainer of the accessibility bounds of Meyer et al. (ICML 2026)
 to measure them by cramming. ``import accesslib`` stays light (numpy only): torch,
 transformers, matplotlib and ipywidgets load only when their modules are imported.
 """
-from accesslib.theory import bounds  # noqa: F401  (pure numpy / json)
 from accesslib.results import reference  # noqa: F401  (pure numpy / json)
+from accesslib.theory import bounds  # noqa: F401  (pure numpy / json)
 
 __version__ = "0.1.0"
 __all__ = ["bounds", "reference", "__version__"]

@@ -28,7 +28,6 @@ Attention-score FLOPs (O(L^2 d), small at these L) and the greedy checks are not
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import statistics
 import sys
@@ -42,7 +41,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from matmul_peak import measure_matmul_flops  # noqa: E402
 
-from accesslib.engine.cramming import PROTOCOLS, cram, string_seed, init_std_of  # noqa: E402
+from accesslib.engine.cramming import PROTOCOLS, cram, init_std_of, string_seed  # noqa: E402
 from accesslib.models.loading import tiny_model  # noqa: E402
 
 

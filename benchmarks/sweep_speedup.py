@@ -28,6 +28,7 @@ from accesslib.results.store import ResultsStore  # noqa: E402
 
 def one(spec, workers: int, store: Path) -> dict:
     import logging
+
     from distributed import Client, LocalCluster
     t0 = time.perf_counter()
     env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

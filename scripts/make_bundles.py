@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def table_markdown(directory=None) -> str:
     """Markdown tables from the bundles in ``directory``: n50 per m, then the family slopes."""
-    from accesslib.results import bundles
     from accesslib.models import embedded
+    from accesslib.results import bundles
 
     names = bundles.available("cram") if directory is None else [
         __import__("json").loads(p.read_text())["model"] for p in sorted(Path(directory).glob("cram-*.json"))]
@@ -182,9 +182,8 @@ def main(argv=None):
     import torch
 
     from accesslib.experiments import bundling
-    from accesslib.results import bundles
-
     from accesslib.models import embedded
+    from accesslib.results import bundles
     from accesslib.results.store import ResultsStore
 
     torch.set_num_threads(max(1, a.threads))

@@ -280,7 +280,6 @@ def test_sweep_app_runs_in_process_and_fills_the_curve(tmp_path):
 
 
 def test_effective_eps_around_a_crammed_memory():
-    from accesslib.engine import geometry
     from accesslib.engine.decoding import greedy
     from accesslib.models.loading import load_model
     lm = load_model(embedded.DEFAULT)

@@ -144,10 +144,9 @@ class CrammingApp(App):
         return req
 
     def _protocol_hash(self, req) -> str:
-        from accesslib.engine.cramming import protocol_settings
-        from accesslib.results.store import protocol_hash
+        from accesslib.experiments.curves import protocol_hash_for
 
-        return protocol_hash(protocol_settings(req["protocol"], max_steps=req["max_steps"]))
+        return protocol_hash_for(req["protocol"], {"max_steps": req["max_steps"]})
 
     # -- what the store already has ---------------------------------------------------------
     def update(self):

@@ -9,11 +9,15 @@ from __future__ import annotations
 import time
 from datetime import datetime, timezone
 
-import numpy as np
-
 from accesslib.config import hardware
 from accesslib.models import facts
-from accesslib.results.bundles import BUNDLE_VERSION, curve_record, effective_record, geometry_record, slope_record
+from accesslib.results.bundles import (
+    BUNDLE_VERSION,
+    curve_record,
+    effective_record,
+    geometry_record,
+    slope_record,
+)
 
 
 def crammed_memory(lm, n: int, *, source: str = "tokens", seed: int = 0, tries: int = 4,

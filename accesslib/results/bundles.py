@@ -14,16 +14,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
-import sys
-import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 
+from accesslib.config import data_path
 from accesslib.theory import bounds, refined
-from accesslib.config import data_path, hardware
 
 BUNDLE_VERSION = 1
 
