@@ -172,3 +172,19 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def fast_bundle(tmp_path_factory):
+    """The default model's cramming bundle remade by scripts/make_bundles.py --fast (once)."""
+    pytest.importorskip("torch")
+    from accesslib.models import embedded
+    from accesslib.results import bundles
+
+    out = tmp_path_factory.mktemp("bundles")
+    store = out / "store.sqlite"
+    cmd = [sys.executable, str(ROOT / "scripts" / "make_bundles.py"), "--fast", "--models", embedded.DEFAULT,
+           "--out", str(out), "--store", str(store)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return bundles.load("cram", embedded.DEFAULT, out)

@@ -18,7 +18,7 @@ given as they are, after that module: a soft prompt lives where the embedding's 
 KV (or recurrent) cache. ``cache=False`` re-runs the whole sequence for every token (slower, but
 it needs nothing beyond ``model(inputs_embeds=...)``); a model whose forward takes no cache, or
 that returns none, or whose cached step fails, is decoded that way too. Both give the same
-tokens up to floating-point rounding (tests/test_decoding.py checks it on every family).
+tokens up to floating-point rounding (tests/engine/test_decoding.py checks it on every family).
 Full-sequence passes ask for the last position's logits only (``logits_to_keep=1``) when the
 model's forward takes that argument, so a |V| = 262k head never fills [B, L, |V|].
 """

@@ -23,9 +23,7 @@ from accesslib.theory import bounds
 from accesslib.theory.stats import (
     describe_convergence,
     fit_s_conv,
-    log_share_medians,
     sconv_convergence,
-    upper_shares,
     zero_hit_share,
 )
 
@@ -153,87 +151,6 @@ def test_ball_and_hull_supports():
 
 # ------------------------------------------------------------------ s_conv
 
-def test_uniform_shares_give_minus_ln_v():
-    V = 1000
-    f = fit_s_conv(np.full(V, 1.0 / V))
-    assert f.s_conv == pytest.approx(-math.log(V), abs=1e-9)
-    assert f.intercept == pytest.approx(0.0, abs=1e-9)
-
-
-def test_log_share_medians_match_monte_carlo_and_drop_zeros():
-    rng = np.random.default_rng(0)
-    p = rng.dirichlet(np.full(2000, 0.3))
-    p[:50] = 0.0
-    med = log_share_medians(p)
-    lp = np.log(p[p > 0])
-    mc = [np.median(rng.choice(lp, (200_000, k)).sum(1)) for k in range(1, 7)]
-    assert np.allclose(med, mc, atol=0.06)
-    f = fit_s_conv(p)
-    assert f.n_zero == 50 and f.n_tokens == 1950
-    # the median of a sum grows like k * mean(ln p); skewed cells make tokens dearer than ln V
-    assert f.s_conv == pytest.approx(lp.mean(), rel=0.02)
-    assert f.s_conv < -math.log(1950)
-
-def test_zero_hit_share_is_the_one_sided_binomial_bound():
-    for n in (10, 1000, 10**6):
-        q = zero_hit_share(n)
-        assert (1 - q) ** n == pytest.approx(0.05, rel=1e-9)   # P(no hit | share q) = 5%
-    assert zero_hit_share(10**6) == pytest.approx(3.0e-6, rel=0.01)  # the rule of three
-    assert zero_hit_share(1000, level=0.99) == pytest.approx(-math.expm1(math.log(0.01) / 1000))
-    with pytest.raises(ValueError, match="n_samples"):
-        zero_hit_share(0)
-    with pytest.raises(ValueError, match="level"):
-        zero_hit_share(10, level=1.0)
-
-
-def test_upper_shares_are_clopper_pearson_bounds():
-    from scipy.stats import binom
-    n = 500
-    k = np.array([0, 1, 7, 250, 499, 500])
-    q = upper_shares(k, n)
-    assert q[0] == pytest.approx(zero_hit_share(n))
-    assert q[-1] == 1.0
-    # at the bound, seeing k or fewer hits has probability 5%
-    assert binom.cdf(k[:-1], n, q[:-1]) == pytest.approx(np.full(5, 0.05), rel=1e-6)
-    assert np.all(q[:-1] > k[:-1] / n)
-    with pytest.raises(ValueError, match="counts"):
-        upper_shares([3, 600], n)
-
-
-def test_zero_hit_bound_vs_drop_on_a_sample_limited_cell_census():
-    # 1000 tokens: 10 own 99% of the space, the other 990 share 1% (1e-5 each). With N = 20000
-    # samples most small cells are never hit: "bound" (every share at its upper confidence
-    # bound, an unseen token at ~3/N) then sits near ln(N/3): above ln|V| because N > 3|V|,
-    # below the truth, i.e. a valid, conservative cost per token.
-    rng = np.random.default_rng(3)
-    V, N = 1000, 20000
-    p_true = np.r_[np.full(10, 0.099), np.full(990, 1e-5)]
-    p_true /= p_true.sum()
-    counts = rng.multinomial(N, p_true)
-    cs = CellShares(counts, N, "argmax", "box")
-    drop = fit_s_conv(cs, zero_hit="drop")
-    bound = fit_s_conv(cs, zero_hit="bound")
-    truth = fit_s_conv(p_true)
-    assert drop.n_zero == bound.n_zero == int(np.sum(counts == 0)) > 750
-    assert bound.sample_limited and bound.zero_fraction > 0.75
-    assert bound.floor == pytest.approx(math.log(zero_hit_share(N)))
-    assert math.log(V) < abs(bound.s_conv) < abs(truth.s_conv)
-    assert bound.s_conv == pytest.approx(bound.floor, rel=0.1)
-    # too few samples (N < 3|V|): the bound cannot even reach ln|V|
-    small = CellShares(rng.multinomial(2000, p_true), 2000, "argmax", "box")
-    assert abs(fit_s_conv(small, zero_hit="bound").s_conv) < math.log(V)
-    # many samples: every token hit, both rules close to the truth
-    big_n = 10**8
-    big = CellShares(rng.multinomial(big_n, p_true), big_n, "argmax", "box")
-    for rule in ("drop", "bound"):
-        f = fit_s_conv(big, zero_hit=rule)
-        assert f.n_zero == 0 and not f.sample_limited
-        assert f.s_conv == pytest.approx(truth.s_conv, rel=0.02)
-    with pytest.raises(ValueError, match="zero_hit"):
-        fit_s_conv(cs, zero_hit="ignore")
-    with pytest.raises(ValueError, match="n_samples"):
-        fit_s_conv(cs.shares, zero_hit="bound")
-
 
 # ------------------------------------------------------------------ principal axes and cosines
 
@@ -330,110 +247,37 @@ def test_effective_eps_brackets_a_change():
 
 # ------------------------------------------------------------------ 2-D toy plots and app (headless)
 
-def test_cells_on_grid_exact_areas():
-    from accesslib.plots.geometry import cells_on_grid
-    _, sh = cells_on_grid([[1, 0], [-2, 0]], assign="voronoi", res=401)
-    assert sh == pytest.approx([0.75, 0.25], abs=0.005)
-    _, sh = cells_on_grid([[1, 0], [0, 1], [0, 0]], assign="argmax", res=401)
-    assert sh == pytest.approx([0.375, 0.375, 0.25], abs=0.005)
-    with pytest.raises(ValueError, match="W"):
-        cells_on_grid(np.ones((3, 3)))
 
-
-def test_geometry_app_updates_in_place():
-    from accesslib.apps.nb05_geometry import GeometryApp
-    app = GeometryApp(canvas="agg", res=101)
-    img = app.art["argmax"]["img"]
-    before = img.get_array().copy()
-    assert app.values["disagree"] > 0.05            # unequal norms: the two rules differ
-    app.token.value = 1
-    share1, vor1 = app.shares["argmax"][1], app.shares["voronoi"][1]
-    app.b.value = 0.8                                # a bias enlarges token 1's argmax cell only
-    assert app.art["argmax"]["img"] is img and not np.array_equal(img.get_array(), before)
-    assert app.shares["argmax"][1] > share1 + 0.1 and app.shares["voronoi"][1] == vor1
-    app.equalise()                                   # equal norms, no bias: identical cells
-    assert app.values["disagree"] < 0.01 and app.last_error is None
-    app.set_row(0, 0.0, 0.0)                         # zero norm: equalise must refuse, no traceback
-    app.guard(app.equalise)
-    assert "norm 0" in app.last_error
-
-
-def test_model_geometry_app_runs_on_tiny_model():
-    from accesslib.apps.nb05_geometry import TINY_RANDOM, ModelGeometryApp
-    app = ModelGeometryApp(canvas="agg", model=TINY_RANDOM)
-    assert app.report is None                        # nothing runs on construction
-    app.per_length.value, app.n_cells.value = 4, 2000
-    app.start(wait=True)
-    assert app.last_error is None and app.report is not None
-    heights = {k: b.get_height() for k, b in zip(app.bars["kinds"], app.bars["bars"])}
-    assert heights["ball"] == pytest.approx(app.report.slopes["ball"].C)
-    assert heights["box"] <= heights["ball"] and "ellipsoid" not in app.report.slopes  # N <= d
-    # the readout gives both s_conv rules, the never-hit count and the measured effective eps
-    rep, txt = app.report, app.readout.value
-    assert f"<b>{rep.sconv.s_conv:.2f}</b>" in txt and f"{rep.sconv_drop.s_conv:.2f}" in txt
-    assert rep.sconv.zero_hit == "bound" and rep.sconv_drop.zero_hit == "drop"
-    assert f"{rep.cells.zero_hit:,} of 512 tokens never hit in N = 2,000" in txt
-    assert app.eff is not None and len(app.eff.rel) == 8
-    assert f"median <b>{app.eff.describe(app.eff.quantiles()[1])}</b>" in txt
-    # 2,000 samples over 512 tokens: not sample-limited unless most tokens are missed
-    assert ("never hit: the cell bound is set by N" in txt) == rep.sconv.sample_limited
-    assert "each about twice the last" not in txt   # 2,000 samples: one chunk, no convergence check
-    assert list(app.conv["bound"].get_xdata()) == [2000]
-    assert "raise N" in app.conv["text"].get_text()
-
-
-def test_model_geometry_app_shows_the_stored_measurement():
-    """The default model's bundle carries its geometry: the app draws it without computing,
-    and the histogram and bars are the stored counts and slopes."""
-    from accesslib.apps.nb05_geometry import TINY_RANDOM, ModelGeometryApp, shipped_geometry
-    from accesslib.models import embedded
-    from accesslib.results import bundles
-    rec = shipped_geometry(embedded.DEFAULT)
-    assert rec is not None and shipped_geometry(TINY_RANDOM) is None
-    app = ModelGeometryApp(canvas="agg", model=TINY_RANDOM)
-    assert app.shipped_btn.disabled                  # no bundle for the random model
-    app.model.value = embedded.DEFAULT
-    assert not app.shipped_btn.disabled
-    app.shipped_btn.click()
-    assert app.last_error is None and app.report is None and app.view is not None
-    heights = {k: b.get_height() for k, b in zip(app.bars["kinds"], app.bars["bars"])}
-    for k, C in rec["slopes"].items():
-        assert heights[k] == pytest.approx(C)
-    V = bundles.load("cram", embedded.DEFAULT)["facts"]["vocab_size"]
-    hit = len(rec["cell_hits"]["tokens"])
-    assert sum(b.get_height() for b in app.hist["bars"]) == hit
-    assert app.view["shares"].sum() == pytest.approx(1.0)
-    txt = app.readout.value
-    assert f"{V - hit:,} of {V:,} tokens never hit in N = {rec['cells_n_samples']:,}" in txt
-    assert f"<b>{rec['s_conv']:.2f}</b>" in txt and f"{rec['s_conv_drop']:.2f}" in txt
-    assert f"r<sub>∞</sub> = {rec['r_inf']:.3g}" in txt and "(stored)" in txt
-    assert "effective ε" in txt and rec["effective_eps"]["around"] in txt
-    # and how s_conv moved on the first n of those N samples (stored with the record)
-    conv = rec["s_conv_convergence"]
-    assert conv[-1]["n"] == rec["cells_n_samples"] and conv[-1]["s_conv"] == pytest.approx(rec["s_conv"])
-    assert " → ".join(f"{r['s_conv']:.2f}" for r in conv) in txt
-    assert describe_convergence(conv) in txt
-    # ... and drawn: both rules against n, with -ln|V| for reference
-    assert list(app.conv["bound"].get_xdata()) == [r["n"] for r in conv]
-    assert list(app.conv["bound"].get_ydata()) == pytest.approx([r["s_conv"] for r in conv])
-    assert list(app.conv["drop"].get_ydata()) == pytest.approx([r["s_conv_drop"] for r in conv])
-    assert app.conv["lnv"].get_ydata()[0] == pytest.approx(-math.log(V))
-    assert app.conv["text"].get_text() == ""
-
-
-def test_model_geometry_app_run_on_a_real_model_that_is_not_installed(tmp_path, monkeypatch):
-    """A real model is offered for its stored measurement even when not installed; Run then
-    says how to install it, and loads nothing."""
-    from accesslib.apps.nb05_geometry import ModelGeometryApp
-    from accesslib.models import gguf as realmodels
-    monkeypatch.setenv("ACCESSLIB_HOME", str(tmp_path))           # no cache
-    monkeypatch.setattr(realmodels, "_installed", lambda dist: False)   # no packages
-    assert realmodels.available() == []
-    app = ModelGeometryApp(canvas="agg")
-    assert "smollm2-135m" in app.model.options
-    app.model.value = "smollm2-135m"
-    app.start(wait=True)
-    assert "smollm2-135m is not installed here" in app.last_error and "make real" in app.last_error
-    assert app.report is None and not app.run_btn.disabled and app.stop_btn.disabled
-    app.shipped_btn.click()
-    assert app.last_error is None and app.view["name"] == "smollm2-135m"
+def test_zero_hit_bound_vs_drop_on_a_sample_limited_cell_census():
+    # 1000 tokens: 10 own 99% of the space, the other 990 share 1% (1e-5 each). With N = 20000
+    # samples most small cells are never hit: "bound" (every share at its upper confidence
+    # bound, an unseen token at ~3/N) then sits near ln(N/3): above ln|V| because N > 3|V|,
+    # below the truth, i.e. a valid, conservative cost per token.
+    rng = np.random.default_rng(3)
+    V, N = 1000, 20000
+    p_true = np.r_[np.full(10, 0.099), np.full(990, 1e-5)]
+    p_true /= p_true.sum()
+    counts = rng.multinomial(N, p_true)
+    cs = CellShares(counts, N, "argmax", "box")
+    drop = fit_s_conv(cs, zero_hit="drop")
+    bound = fit_s_conv(cs, zero_hit="bound")
+    truth = fit_s_conv(p_true)
+    assert drop.n_zero == bound.n_zero == int(np.sum(counts == 0)) > 750
+    assert bound.sample_limited and bound.zero_fraction > 0.75
+    assert bound.floor == pytest.approx(math.log(zero_hit_share(N)))
+    assert math.log(V) < abs(bound.s_conv) < abs(truth.s_conv)
+    assert bound.s_conv == pytest.approx(bound.floor, rel=0.1)
+    # too few samples (N < 3|V|): the bound cannot even reach ln|V|
+    small = CellShares(rng.multinomial(2000, p_true), 2000, "argmax", "box")
+    assert abs(fit_s_conv(small, zero_hit="bound").s_conv) < math.log(V)
+    # many samples: every token hit, both rules close to the truth
+    big_n = 10**8
+    big = CellShares(rng.multinomial(big_n, p_true), big_n, "argmax", "box")
+    for rule in ("drop", "bound"):
+        f = fit_s_conv(big, zero_hit=rule)
+        assert f.n_zero == 0 and not f.sample_limited
+        assert f.s_conv == pytest.approx(truth.s_conv, rel=0.02)
+    with pytest.raises(ValueError, match="zero_hit"):
+        fit_s_conv(cs, zero_hit="ignore")
+    with pytest.raises(ValueError, match="n_samples"):
+        fit_s_conv(cs.shares, zero_hit="bound")

@@ -14,7 +14,7 @@ import pytest
 from accesslib.experiments import sweep
 
 torch = pytest.importorskip("torch")
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sweep-tiny.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sweep-tiny.yaml"
 KEY = ("model", "m", "n", "source", "target_hash", "seed", "protocol_hash")
 
 

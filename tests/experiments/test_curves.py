@@ -4,70 +4,9 @@ import threading
 
 import numpy as np
 import pytest
-from scipy.special import expit
 
 from accesslib.experiments import curves as E
 from accesslib.theory import stats as S_
-
-
-def _synthetic(x0, k, lengths, t, seed):
-    rng = np.random.default_rng(seed)
-    p = expit(k * (np.asarray(lengths) - x0))
-    return list(lengths), rng.binomial(t, p).tolist(), [t] * len(lengths)
-
-
-def test_fit_n50_recovers_known_parameters():
-    lengths = np.arange(60, 141, 5)
-    fit = S_.fit_n50(_synthetic(100.0, -0.2, lengths, 4000, 0))
-    assert fit.status == "ok" and fit.method == "mle"
-    assert abs(fit.n50 - 100.0) < 3 * fit.stderr and fit.stderr < 0.1
-    assert abs(fit.k + 0.2) < 3 * fit.k_stderr
-    n50, se, k = fit  # the shared-contract tuple form
-    assert n50 == fit.n50 and k == fit.k
-    np.testing.assert_allclose(fit.predict(fit.n50), 0.5)
-
-
-def test_fit_n50_stderr_matches_monte_carlo():
-    lengths = np.arange(70, 131, 10)
-    fits = [S_.fit_n50(_synthetic(100.0, -0.1, lengths, 40, s)) for s in range(300)]
-    est = np.array([f.n50 for f in fits])
-    se = np.array([f.stderr for f in fits])
-    assert abs(est.mean() - 100) < 0.5
-    # the Fisher stderr agrees with the spread of the estimates within 20%
-    assert 0.8 < np.median(se) / est.std() < 1.2
-
-
-def test_fit_n50_dict_input_and_edge_cases():
-    sep = S_.fit_n50({10: (8, 8), 20: (8, 8), 30: (0, 8), 40: (0, 8)})  # a clean step
-    assert sep.status == "separated" and sep.method == "firth" and 20 < sep.n50 < 30 and sep.k < 0
-    a = S_.fit_n50({10: (5, 5), 20: (5, 5)})
-    assert a.status == "all_success" and np.isnan(a.n50) and a.lower == 20 and "n50 > 20" in a.message
-    b = S_.fit_n50({10: (0, 5), 20: (0, 5)})
-    assert b.status == "all_fail" and b.upper == 10 and not b.ok
-    assert S_.fit_n50({10: (2, 5)}).status == "too_few"
-    merged = S_.fit_n50(([10, 10, 20, 30], [3, 3, 2, 0], [4, 4, 4, 4]))
-    assert merged.n_lengths == 3 and merged.n_strings == 16
-    with pytest.raises(ValueError, match="0 <= successes <= totals"):
-        S_.fit_n50({10: (6, 5), 20: (0, 5)})
-
-
-def test_fit_slope_exact_noisy_and_weighted():
-    f = S_.fit_slope([1, 2, 3, 4, 5], [90, 180, 270, 360, 450])
-    assert f.slope == pytest.approx(90) and f.intercept == pytest.approx(0, abs=1e-9) and f.r2 == pytest.approx(1)
-    assert f.slope_stderr == pytest.approx(0, abs=1e-6)
-    rng = np.random.default_rng(1)
-    m = np.arange(1, 6)
-    y = 44 * m + 10 + rng.normal(0, 3, 5)
-    g = S_.fit_slope(m, y)
-    ref = np.polyfit(m, y, 1)
-    assert g.slope == pytest.approx(ref[0]) and g.intercept == pytest.approx(ref[1])
-    assert abs(g.slope - 44) < 3 * g.slope_stderr and 0.99 < g.r2 <= 1
-    # a point with a huge stderr barely moves a weighted fit; nan n50s are left out
-    w = S_.fit_slope([1, 2, 3, 4, 5], [90, 180, 270, 360, 1000], stderrs=[1, 1, 1, 1, 1e6])
-    assert w.slope == pytest.approx(90, abs=0.01)
-    assert S_.fit_slope([1, 2, 3], [90, np.nan, 270]).n_points == 2
-    with pytest.raises(ValueError, match="at least two distinct m"):
-        S_.fit_slope([1, 2], [90, np.nan])
 
 
 def test_paper_search_follows_the_published_rule():

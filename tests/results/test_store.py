@@ -186,7 +186,7 @@ def test_fork_closes_every_open_connection_first(tmp_path):
 _RESUMABLE_JOB = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, {root!r})
-    from tests.test_store import _row
+    from tests.results.test_store import _row
     from accesslib.results.store import ResultsStore, KEY_COLUMNS, target_hash
     st = ResultsStore({path!r})
     for i in range({total}):
@@ -203,7 +203,7 @@ _RESUMABLE_JOB = textwrap.dedent("""
 
 def test_resume_after_kill_neither_loses_nor_duplicates(tmp_path):
     path = str(tmp_path / "r.sqlite")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     total = 30
     job = tmp_path / "job.py"
     job.write_text(_RESUMABLE_JOB.format(root=root, path=path, total=total, delay=0.05))

@@ -13,7 +13,7 @@ import pytest
 
 from accesslib.models import embedded
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REQUIRED_FIELDS = ("name", "architecture", "d", "vocab_size", "layers", "heads", "context", "n_params",
                    "train_loss", "heldout_loss", "ln_vocab", "train_bpb", "heldout_bpb", "steps",
                    "batch", "lr", "seed", "train_time_s", "wall_time_s", "hardware", "command",

@@ -1,0 +1,125 @@
+"""Making results bundles (accesslib.experiments.bundling, scripts/make_bundles.py) in fast mode."""
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from accesslib.experiments import bundling  # noqa: E402
+from accesslib.models import embedded  # noqa: E402
+from accesslib.results import bundles  # noqa: E402
+from accesslib.results.bundles import predicted_slopes  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_regenerated_bundle_has_recorded_shape(fast_bundle):
+    b = fast_bundle
+    assert b["model"] == embedded.DEFAULT and b["kind"] == "cram"
+    assert [c["m"] for c in b["curves"]] == [1, 2]
+    for c in b["curves"]:
+        assert len(c["lengths"]) == len(c["successes"]) == len(c["totals"]) >= 1
+        assert all(0 <= s <= t for s, t in zip(c["successes"], c["totals"]))
+    assert b["settings"]["max_steps"] == 40 and b["samples"] == 2
+    assert b["hardware"]["cores"] >= 1 and b["wall_time"] > 0 and b["created"]
+    geo = b["geometry"]
+    assert len(geo["widths"]) == b["facts"]["d"] and geo["r_inf"] > 0
+    shipped = bundles.available("cram")
+    if embedded.DEFAULT in shipped:   # the shipped bundle has the same keys
+        ref = bundles.load("cram", embedded.DEFAULT)
+        assert set(ref) == set(b)
+        assert set(ref["curves"][0]) == set(b["curves"][0])
+        # "command" is recorded only when the geometry is re-measured on its own (--geometry-only)
+        assert set(ref["geometry"]) <= set(b["geometry"]) | {"semi_axes", "command"}
+        assert set(b["geometry"]) <= set(ref["geometry"]) | {"semi_axes"}
+
+
+def test_make_bundles_grid_per_m_geometry_file_and_geometry_only(fast_bundle, tmp_path):
+    geo = dict(fast_bundle["geometry"], note="measured before")
+    gfile = tmp_path / "g.json"
+    gfile.write_text(json.dumps(geo))
+    script = str(ROOT / "scripts" / "make_bundles.py")
+    cmd = [sys.executable, script, "--models", embedded.DEFAULT, "--m", "1", "2", "--samples", "2",
+           "--source", "tokens", "--search", "grid", "--lengths", "1:2,3", "2:4", "--max-steps", "20",
+           "--patience", "10", "--bos", "--geometry-file", str(gfile), "--out", str(tmp_path),
+           "--store", str(tmp_path / "s.sqlite")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    b = bundles.load("cram", embedded.DEFAULT, tmp_path)
+    assert [c["lengths"] for c in b["curves"]] == [[2, 3], [4]]          # the grid, per m
+    assert [sum(c["totals"]) for c in b["curves"]] == [4, 2]
+    assert b["source"] == "tokens" and b["settings"]["patience"] == 10
+    from accesslib.engine.cramming import default_prefix
+    from accesslib.models.loading import load_model
+    assert b["settings"]["prefix_ids"] == (default_prefix(load_model(embedded.DEFAULT)) or None)
+    assert b["geometry"] == geo                                          # taken, not measured
+    # --geometry-only keeps the curves and replaces the geometry with a fresh measurement
+    proc = subprocess.run([sys.executable, script, "--geometry-only", "--models", embedded.DEFAULT,
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    b2 = bundles.load("cram", embedded.DEFAULT, tmp_path)
+    assert b2["curves"] == b["curves"] and "note" not in b2["geometry"]
+    g = b2["geometry"]
+    assert g["s_conv_zero_hit"] == "bound" and g["s_conv"] < 0 and "--geometry-only" in g["command"]
+    assert sum(g["cell_hits"]["counts"]) == g["cells_n_samples"]
+    assert len(g["effective_eps"]["rel"]) == 16
+    # a record from a file, with the effective eps re-measured the way the strings were crammed
+    proc = subprocess.run([sys.executable, script, "--geometry-only", "--models", embedded.DEFAULT,
+                           "--geometry-file", str(gfile), "--effective-eps", "2", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    g3 = bundles.load("cram", embedded.DEFAULT, tmp_path)["geometry"]
+    assert {k: v for k, v in g3.items() if k != "effective_eps"} == \
+        {k: v for k, v in geo.items() if k != "effective_eps"}
+    assert len(g3["effective_eps"]["rel"]) == 2
+    assert g3["effective_eps"]["prefix_ids"] == (b["settings"]["prefix_ids"] or [])
+    # a record without an effective eps (the CLI with --effective-eps 0) keeps the bundle's
+    gfile.write_text(json.dumps({k: v for k, v in geo.items() if k != "effective_eps"}))
+    proc = subprocess.run([sys.executable, script, "--geometry-only", "--models", embedded.DEFAULT,
+                           "--geometry-file", str(gfile), "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    g4 = bundles.load("cram", embedded.DEFAULT, tmp_path)["geometry"]
+    assert g4["effective_eps"] == g3["effective_eps"] and g4["s_conv"] == geo["s_conv"]
+    bad = subprocess.run([sys.executable, script, "--models", embedded.DEFAULT, "--search", "grid",
+                          "--lengths", "1:2", "--m", "1", "2", "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "missing m = [2]" in bad.stderr
+
+
+def test_predicted_slopes_match_bounds(fast_bundle):
+    from accesslib.theory import bounds, refined
+
+    b = fast_bundle
+    d, V = b["facts"]["d"], b["facts"]["vocab_size"]
+    s = predicted_slopes(b, 0.01, 2.0)
+    assert s["ball"] == pytest.approx(d * math.log(1 + 400) / math.log(V))
+    assert s["box"] == pytest.approx(refined.box_slope(b["geometry"]["widths"], V, 0.01).C)
+    # the box lies inside the ball of radius r_inf: never a larger count at r = r_inf
+    r = b["geometry"]["r_inf"]
+    eps = bounds.eps_for_dtype("paper", r)
+    s2 = predicted_slopes(b, eps, r)
+    assert s2["box"] <= s2["ball"] + 1e-9
+    assert s2["cone"] <= s2["ball"] + 1e-9
+
+
+def test_effective_eps_around_a_crammed_memory():
+    from accesslib.engine.decoding import greedy
+    from accesslib.models.loading import load_model
+    lm = load_model(embedded.DEFAULT)
+    mem, ids = bundling.crammed_memory(lm, 3, source="natural")
+    assert mem.shape == (1, lm.facts.d) and len(ids) == 3
+    # the memory reproduces its 3-token target greedily, i.e. it is a real crammed memory
+    assert greedy(lm, mem[None], 3, cache=False)[0].tolist() == ids
+    rec = bundling.measure_geometry(lm, embedded.DEFAULT, progress=False, effective_eps=4, memory_n=3,
+                                   memory_source="natural", lengths=[4, 16], per_length=8, n_cells=2000)
+    eff = rec["effective_eps"]
+    assert eff["n_tokens"] == 3 and len(eff["rel"]) == 4
+    assert eff["around"] == "a memory crammed with 3 tokens (natural)"
+    rec0 = bundling.measure_geometry(lm, embedded.DEFAULT, progress=False, effective_eps=2,
+                                    lengths=[4], per_length=8, n_cells=1000)
+    assert rec0["effective_eps"]["around"].startswith("a random memory vector")
