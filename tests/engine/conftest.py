@@ -1,0 +1,37 @@
+"""Fixtures of the engine tests."""
+import pytest
+import torch
+
+from accesslib.engine.copying import torch_threads
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny models run fastest on one thread: two intra-op threads on a shared 2-core CPU
+    spin-wait and run many times slower."""
+    with torch_threads(1):
+        yield
+
+
+def _plain_greedy(model, prefix, memory, n, given=()):
+    """Independent check of the decoder: one row, the whole sequence re-run for every token (no
+    cache, full logits), argmax of the last position."""
+    emb = model.get_input_embeddings()
+    parts = [emb(torch.tensor([prefix]))[0]] if prefix else []
+    parts.append(memory.to(emb.weight.dtype))
+    if len(given):
+        parts.append(emb(torch.tensor([list(given)]))[0])
+    x = torch.cat(parts, 0)
+    out = []
+    with torch.no_grad():
+        for _ in range(n):
+            t = int(model(inputs_embeds=x[None]).logits[0, -1].argmax())
+            out.append(t)
+            x = torch.cat([x, emb(torch.tensor([[t]]))[0]], 0)
+    return out
+
+
+@pytest.fixture
+def plain_greedy():
+    """The reference greedy loop, to compare the engine's decoder with."""
+    return _plain_greedy
