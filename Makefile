@@ -14,22 +14,19 @@ export ACCESSLIB_FAST ?= 0
 
 setup: $(STAMP)
 
-# torch==2.13.0 is pinned in pyproject.toml: on these machines it is a CPU wheel on local disk,
-# so no multi-GB CUDA build is pulled. GPU users: see README, "Using a GPU".
-$(STAMP): pyproject.toml
+# torch==2.13.0 is pinned here, not in pyproject.toml (a range there): on these machines it is a
+# CPU wheel on local disk, so no multi-GB CUDA build is pulled; installed first, it satisfies the
+# package's range. GPU users: see README, "Using a GPU". [all] = [apps,sweep,test].
+$(STAMP): pyproject.toml setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -e ".[all]"
 	@touch $(STAMP)
 
+# the same server as `accesslib app` (accesslib/cli.py: Voila on 127.0.0.1, no tracebacks)
 app: setup
-	@echo ""
-	@echo "  accesslib apps: http://127.0.0.1:$(PORT)/voila/render/00-index.ipynb"
-	@echo "  (Ctrl-C to stop)"
-	@echo ""
-	cd notebooks && ../$(VENV)/bin/voila --no-browser --port=$(PORT) --Voila.ip=127.0.0.1 \
-	    --ServerApp.ip=127.0.0.1 --show_tracebacks=False .
+	$(VENV)/bin/accesslib app --port=$(PORT)
 
 # Chromium for the browser tests comes from Debian's packages (never `playwright install`).
 chromium:
@@ -61,4 +58,4 @@ bench: setup
 	$(PY) benchmarks/bounds_update.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) .pytest_cache build dist *.egg-info

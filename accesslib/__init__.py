@@ -7,5 +7,5 @@ transformers, matplotlib and ipywidgets load only when their modules are importe
 from accesslib.results import reference  # noqa: F401  (pure numpy / json)
 from accesslib.theory import bounds  # noqa: F401  (pure numpy / json)
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"  # keep equal to pyproject.toml's version (tests/test_packaging.py)
 __all__ = ["bounds", "reference", "__version__"]

@@ -17,6 +17,16 @@ writes the record the apps read (docs/paper.md, sections 3-4).
 runs a cramming sweep described by a YAML file on Dask (a LocalCluster by default, or a running
 scheduler), writing to the results store; the same command again resumes (docs/sweeps.md).
 
+    accesslib store summary | export --csv FILE | export --parquet FILE | merge OLD [--store PATH]
+
+reads the results store: one line per curve with its n50, every string as CSV (standard
+library) or Parquet (pandas + pyarrow), or another store's rows copied in.
+
+    accesslib app --port 8866 [--public]
+
+serves the notebooks as Voila web apps on 127.0.0.1 (what ``make app`` runs; needs the
+``[apps]`` extra); ``accesslib --version`` prints the installed version.
+
 Every subcommand is in ``SUBCOMMANDS`` (name -> (add_arguments, run, help)); the modules it runs
 are imported when the subcommand runs, so ``--help`` stays fast. Bad arguments give a one-line
 error and exit code 2 (argument values are checked by :mod:`accesslib._checks`, in its one style).
@@ -65,7 +75,8 @@ def _add_cram(p: argparse.ArgumentParser):
     p.add_argument("--precision", type=_POSITIVE_FLOAT, default=0.02,
                    help="bisect search: target relative stderr of n50 (default 0.02)")
     p.add_argument("--max-length", type=_POSITIVE_INT, default=1000, help="longest target (default 1000)")
-    p.add_argument("--store", help="results store file (default: ACCESSLIB_HOME/results.sqlite)")
+    p.add_argument("--store", help="results store file (default: results.sqlite in the user data folder, "
+                                   "or in ACCESSLIB_HOME when set)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
     p.add_argument("--threads", type=_POSITIVE_INT, help="torch CPU threads")
@@ -291,6 +302,9 @@ def _run_sweep(args) -> int:
     """Exit status 0 done, 1 failed jobs, 130 interrupted (a bad description: 2, from main)."""
     from accesslib.experiments import sweep
 
+    needs_dask = not args.dry_run and args.scheduler != "inprocess"
+    if needs_dask and _missing_extra("sweep", "sweep", ["distributed"]):
+        return 2
     spec = sweep.load_spec(args.file, store=args.store, workers=args.workers)
     if args.dry_run:
         jobs = spec.jobs()
@@ -315,6 +329,258 @@ def _run_sweep(args) -> int:
     return 1 if report.failed else 0
 
 
+# --- app -------------------------------------------------------------------------------------
+#: the Voila server of ``make app`` and ``accesslib app``: local only, no tracebacks on the page
+VOILA_FLAGS = ("--no-browser", "--Voila.ip=127.0.0.1", "--ServerApp.ip=127.0.0.1", "--show_tracebacks=False")
+
+
+def _missing_extra(command: str, extra: str, modules: list[str]) -> bool:
+    """Say in one line which extra to install when one of `modules` is not importable."""
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        print(f"accesslib {command}: {', '.join(missing)} not installed: pip install \"accesslib[{extra}]\"",
+              file=sys.stderr)
+    return bool(missing)
+
+
+def notebooks_dir():
+    """The notebooks: ``accesslib/notebooks/`` inside an installed wheel (setup.py copies them
+    there), or the repository's ``notebooks/`` for an editable install."""
+    from importlib import resources
+    from pathlib import Path
+
+    pkg = Path(str(resources.files("accesslib")))
+    for where in (pkg / "notebooks", pkg.parent / "notebooks"):
+        if (where / "00-index.ipynb").is_file() and (where == pkg / "notebooks"
+                                                     or (pkg.parent / "pyproject.toml").is_file()):
+            return where
+    raise OSError(f"no notebooks found in {pkg / 'notebooks'} (nor in a repository checkout around it)")
+
+
+def _add_app(p: argparse.ArgumentParser):
+    p.add_argument("--port", type=arg_type(check_int, 1, 65535), default=8866,
+                   help="port on 127.0.0.1 (default 8866)")
+    p.add_argument("--public", action="store_true",
+                   help="public mode for a class (ACCESSLIB_PUBLIC=1): shipped models only, capped runs")
+
+
+def voila_command(port: int = 8866, public: bool = False):
+    """(argv, folder to run it in, environment) of the Voila server that ``accesslib app`` starts."""
+    import os
+
+    env = dict(os.environ)
+    if public:
+        env["ACCESSLIB_PUBLIC"] = "1"
+    argv = [sys.executable, "-m", "voila", *VOILA_FLAGS, f"--port={port}", "."]
+    return argv, notebooks_dir(), env
+
+
+def _run_app(args) -> int:
+    import os
+
+    if _missing_extra("app", "apps", ["voila", "ipywidgets", "ipympl"]):
+        return 2
+    argv, folder, env = voila_command(args.port, args.public)
+    print(f"\n  accesslib apps: http://127.0.0.1:{args.port}/voila/render/00-index.ipynb"
+          f"{'  (public mode)' if args.public else ''}\n  (Ctrl-C to stop)\n", flush=True)
+    os.chdir(folder)
+    if os.name == "posix":  # become the server: Ctrl-C and signals reach Voila itself, as with `make app`
+        os.execve(sys.executable, argv, env)
+    import subprocess
+    return subprocess.call(argv, env=env)
+
+
+def version() -> str:
+    """The installed distribution's version (accesslib.__version__ when not installed)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("accesslib")
+    except metadata.PackageNotFoundError:
+        from accesslib import __version__
+        return __version__
+
+
+# --- store -----------------------------------------------------------------------------------
+def _add_store_filters(p: argparse.ArgumentParser):
+    p.add_argument("--model", nargs="+", metavar="M", help="only these models")
+    p.add_argument("--m", type=_POSITIVE_INT, nargs="+", metavar="M", help="only these numbers of vectors")
+    p.add_argument("--source", nargs="+", metavar="S", help="only these target sources (natural, words, tokens)")
+    p.add_argument("--store", help="results store file (default: the one accesslib cram writes to)")
+
+
+def _add_store(p: argparse.ArgumentParser):
+    p.description = ("Get results out of the results store (one row per crammed string): export it "
+                     "as CSV or Parquet, print its curves with their n50, or copy another store's rows in.")
+    sub = p.add_subparsers(dest="store_command", required=True, parser_class=_Parser, metavar="ACTION")
+    ex = sub.add_parser("export", help="write the rows (without memory vectors) as CSV or Parquet",
+                        description="Write one row per string (model, m, n, source, seed, protocol hash, "
+                                    "success, steps, losses, token ids, ...; no memory vectors) to a file. "
+                                    "CSV needs nothing else; Parquet needs pandas and pyarrow.")
+    fmt = ex.add_mutually_exclusive_group(required=True)
+    fmt.add_argument("--csv", metavar="FILE", help="CSV file ('-': standard output)")
+    fmt.add_argument("--parquet", metavar="FILE", help="Parquet file (needs pandas and pyarrow)")
+    _add_store_filters(ex)
+    ex.set_defaults(_store_run=_run_store_export)
+    su = sub.add_parser("summary", help="one line per curve: strings, successes, n50 +- stderr",
+                        description="One line per accessibility curve (model, m, source, protocol): "
+                                    "strings, successes, lengths and the logistic fit's n50 +- stderr.")
+    _add_store_filters(su)
+    su.set_defaults(_store_run=_run_store_summary)
+    me = sub.add_parser("merge", help="copy the rows of another store file into this one",
+                        description="Copy every string of FILE (e.g. an older store left in ~/.cache/accesslib) "
+                                    "that the store does not hold yet; FILE is only read.")
+    me.add_argument("file", metavar="FILE", help="the store file to read")
+    me.add_argument("--store", help="the store to copy into (default: the one accesslib cram writes to)")
+    me.set_defaults(_store_run=_run_store_merge)
+
+
+def _open_store(path, *, must_exist=True):
+    from accesslib.results.store import ResultsStore, default_path
+
+    if path is None:
+        p = default_path()
+        if must_exist and not p.is_file():
+            raise OSError(f"no results store at {p} yet (accesslib cram writes one; --store PATH reads another)")
+    else:
+        import os
+        p = os.path.expanduser(path)
+        if must_exist and not os.path.isfile(p):
+            fail("--store", "an existing results store file", path)
+    import sqlite3
+    try:
+        return ResultsStore(p)
+    except sqlite3.DatabaseError as e:
+        fail("--store", f"a results store (SQLite said: {str(e).splitlines()[0]})", str(p if path is None else path))
+
+
+def _store_filters(args) -> dict:
+    return {k: v for k, v in (("model", args.model), ("m", args.m), ("source", args.source)) if v}
+
+
+def _output_file(option: str, path: str) -> str:
+    import os
+
+    folder = os.path.dirname(os.path.abspath(os.path.expanduser(path)))
+    if not os.path.isdir(folder):
+        fail(option, f"a file in an existing folder ({folder} does not exist)", path)
+    return os.path.expanduser(path)
+
+
+def _run_store_export(args) -> int:
+    filters = _store_filters(args)
+    if args.parquet:
+        _need_parquet()
+        out = _output_file("--parquet", args.parquet)
+        n = _open_store(args.store).to_parquet(out, **filters)
+    elif args.csv == "-":
+        n = _open_store(args.store).to_csv(sys.stdout, **filters)
+        print(f"{n} strings written", file=sys.stderr)
+        return 0
+    else:
+        out = _output_file("--csv", args.csv)
+        n = _open_store(args.store).to_csv(out, **filters)
+    print(f"wrote {n} strings to {out}")
+    return 0
+
+
+def _need_parquet():
+    """ImportError with a one-line message unless pandas and pyarrow are installed."""
+    import importlib.util
+
+    missing = [m for m in ("pandas", "pyarrow") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ImportError(f"writing Parquet needs {' and '.join(missing)}: pip install {' '.join(missing)} "
+                          "(or export --csv FILE, which needs nothing)")
+
+
+def _protocol_names(store, hashes) -> dict:
+    """hash -> 'paper', 'fast', or 'fast, max_steps=30' (a named protocol with a few settings
+    changed, read from the settings the store recorded); nothing when torch is missing."""
+    import json
+
+    try:
+        from accesslib.experiments.curves import hashed_settings, protocol_hash_for
+    except ImportError:
+        return {}
+    named = ("paper", "fast")
+    out = {protocol_hash_for(p): p for p in named}
+    canon = {p: {k: json.dumps(v, sort_keys=True) for k, v in hashed_settings(p).items()} for p in named}
+    for h in hashes:
+        settings = store.settings(h)
+        if h in out or not settings:
+            continue
+        have = {k: json.dumps(v, sort_keys=True) for k, v in settings.items()}
+        best = None
+        for p, base in canon.items():
+            diff = sorted(k for k in set(base) | set(have) if base.get(k) != have.get(k))
+            if best is None or len(diff) < len(best[1]):
+                best = (p, diff)
+        p, diff = best
+        if len(diff) <= 3:
+            parts = ["text targets" if k == "source_text" else f"{k}={have.get(k, 'unset')}" for k in diff]
+            out[h] = ", ".join([p] + parts)
+    return out
+
+
+def _run_store_summary(args) -> int:
+    import math
+
+    store = _open_store(args.store)
+    filters = _store_filters(args)
+    hashes = {r["protocol_hash"] for r in store.runs()}
+    rows = store.summary(_protocol_names(store, hashes), **filters)
+    total = sum(r["strings"] for r in rows)
+    print(f"store {store.path}: {total} strings in {len(rows)} curves"
+          + (f" ({', '.join(f'{k}={v}' for k, v in filters.items())})" if filters else ""))
+    if not rows:
+        return 0
+    table = [("model", "m", "source", "protocol", "strings", "successes", "lengths", "n50 +- stderr")]
+    for r in rows:
+        if math.isfinite(r["n50"]):
+            n50 = f"{r['n50']:.1f} +- {r['n50_stderr']:.1f}" + (" (separated)" if r["fit"] == "separated" else "")
+        elif r["fit"] == "all_success":
+            n50 = f"> {r['n_max']} (all succeeded)"
+        elif r["fit"] == "all_fail":
+            n50 = f"< {r['n_min']} (all failed)"
+        else:
+            n50 = f"- ({r['message']})" if r["message"] else "-"
+        proto = r["protocol_hash"] + (f" {r['protocol']}" if r["protocol"] else "")
+        table.append((r["model"], str(r["m"]), r["source"], proto, str(r["strings"]), str(r["successes"]),
+                      f"{r['n_min']}-{r['n_max']} ({r['lengths']})", n50))
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    right = {1, 4, 5}
+    for row in table:
+        print("  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip())
+    return 0
+
+
+def _run_store_merge(args) -> int:
+    import os
+
+    src = os.path.expanduser(args.file)
+    if not os.path.isfile(src):
+        fail("FILE", "an existing results store file", args.file)
+    store = _open_store(args.store, must_exist=False)
+    n = store.merge(src)
+    print(f"copied {n} new strings from {src} into {store.path} ({store.count()} in all)")
+    return 0
+
+
+def _run_store(args) -> int:
+    """Every error of a store action is one line and exit status 2."""
+    import sqlite3
+
+    try:
+        return int(args._store_run(args) or 0)
+    except (ImportError, OSError, sqlite3.Error, RuntimeError, ValueError) as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        print(f"accesslib store {args.store_command}: error: {msg}", file=sys.stderr)
+        return 2
+
+
 #: name -> (add_arguments(parser), run(args) -> exit code, one-line help): every subcommand
 SUBCOMMANDS = {
     "cram": (_add_cram, _run_cram, "measure accessibility curves, n50 per m and the slope"),
@@ -322,11 +588,15 @@ SUBCOMMANDS = {
                  "measure the support, decoder cells and effective eps; print every refined slope"),
     "sweep": (_add_sweep, _run_sweep,
               "run a cramming sweep (YAML file) on Dask: local processes or a cluster"),
+    "app": (_add_app, _run_app, "serve the notebooks as Voila web apps on 127.0.0.1 (needs accesslib[apps])"),
+    "store": (_add_store, _run_store,
+              "the results store: export it (CSV, Parquet), summarise its curves, merge another in"),
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="accesslib", description="How many outputs can a transformer generate?")
+    parser.add_argument("--version", action="version", version=f"accesslib {version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, (add, run, help_) in SUBCOMMANDS.items():
         p = sub.add_parser(name, help=help_, description=help_)

@@ -114,7 +114,7 @@ def test_geometry_bad_values_one_line(argv, msg, capsys):
 def test_every_subcommand_is_in_the_cli():
     # no plugin registry: the command line lists every subcommand itself
     from accesslib import cli
-    assert set(cli.SUBCOMMANDS) == {"cram", "geometry", "sweep"}
+    assert {"cram", "geometry", "sweep", "app", "store"} <= set(cli.SUBCOMMANDS)
     assert not hasattr(cli, "PLUGIN_MODULES")
     sub = next(a for a in cli.build_parser()._actions if a.dest == "command")
     assert set(sub.choices) == set(cli.SUBCOMMANDS)
@@ -132,3 +132,169 @@ def test_cram_bos_puts_the_models_bos_before_the_memory(tmp_path, capsys):
     rows = ResultsStore(store).rows()
     bos = default_prefix(load_model("tiny-d32-v257"))
     assert len(rows) == 2 and bos and all(r["prefix_ids"] == bos for r in rows)
+
+
+# --- accesslib app, accesslib --version, missing extras ------------------------------------------
+def test_version_prints_the_installed_version(capsys):
+    import accesslib
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out == f"accesslib {accesslib.__version__}\n"
+
+
+def test_app_runs_the_voila_server_of_make_app(monkeypatch):
+    from pathlib import Path
+
+    from accesslib import cli
+    monkeypatch.delenv("ACCESSLIB_PUBLIC", raising=False)
+    argv, folder, env = cli.voila_command(port=1234, public=True)
+    assert argv[:3] == [sys.executable, "-m", "voila"] and argv[-1] == "."
+    assert set(cli.VOILA_FLAGS) | {"--port=1234"} == set(argv[3:-1])
+    assert env["ACCESSLIB_PUBLIC"] == "1" and "ACCESSLIB_PUBLIC" not in cli.voila_command()[2]
+    # an editable install serves the repository's notebooks (a wheel: accesslib/notebooks/)
+    root = Path(__file__).resolve().parents[1]
+    assert folder == root / "notebooks" and (folder / "00-index.ipynb").is_file()
+    make = (root / "Makefile").read_text()
+    assert "$(VENV)/bin/accesslib app --port=$(PORT)" in make  # `make app` is `accesslib app`
+
+
+@pytest.mark.parametrize("argv, module, extra", [
+    (["app", "--port", "8866"], "voila", "apps"),
+    (["sweep", "examples/sweep-tiny.yaml"], "distributed", "sweep"),
+])
+def test_a_missing_extra_is_named_in_one_line(argv, module, extra, monkeypatch, capsys):
+    import importlib.util
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == module else real(name, *a))
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f'accesslib {argv[0]}: {module} not installed: pip install "accesslib[{extra}]"']
+
+
+# --- accesslib store ---------------------------------------------------------------------------
+def _store(path, *, settings=None, ph="p0"):
+    from accesslib.results.store import ResultsStore
+
+    st = ResultsStore(path)
+    rows = [dict(model=mod, m=m, n=n, source="tokens", target_ids=[i, n], seed=0, protocol_hash=ph,
+                 success=n < 2 * m + i % 3, steps=n + i)
+            for mod in ("tiny", "other") for m in (1, 2) for n in (1, 2, 3, 4, 5) for i in range(4)]
+    st.add_many(rows, settings=settings)
+    return st
+
+
+def test_store_export_csv_with_filters_and_to_stdout(tmp_path, capsys):
+    import csv
+
+    from accesslib.results.store import EXPORT_COLUMNS
+    st = _store(tmp_path / "r.sqlite")
+    out = tmp_path / "out.csv"
+    assert main(["store", "export", "--csv", str(out), "--model", "tiny", "--m", "2", "--store", str(st.path)]) == 0
+    assert capsys.readouterr().out == f"wrote 20 strings to {out}\n"
+    with open(out, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 20 and tuple(rows[0]) == EXPORT_COLUMNS
+    assert {(r["model"], r["m"]) for r in rows} == {("tiny", "2")}
+    assert main(["store", "export", "--csv", "-", "--source", "tokens", "--store", str(st.path)]) == 0
+    cap = capsys.readouterr()
+    assert cap.out.count("\n") == 81 and cap.err == "80 strings written\n"
+
+
+def test_store_export_parquet_without_pyarrow_is_one_line_exit_2(tmp_path, capsys, monkeypatch):
+    st = _store(tmp_path / "r.sqlite")
+    monkeypatch.setitem(sys.modules, "pyarrow", None)   # as if not installed
+    assert main(["store", "export", "--parquet", str(tmp_path / "r.parquet"), "--store", str(st.path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("accesslib store export: error: writing Parquet needs")
+    assert "pip install" in err and "pyarrow" in err and not (tmp_path / "r.parquet").exists()
+
+
+def test_store_export_parquet(tmp_path, capsys):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    st = _store(tmp_path / "r.sqlite")
+    assert main(["store", "export", "--parquet", str(tmp_path / "r.parquet"), "--model", "other",
+                 "--store", str(st.path)]) == 0
+    df = pd.read_parquet(tmp_path / "r.parquet")
+    assert len(df) == 40 and set(df["model"]) == {"other"}
+
+
+def test_store_summary_names_the_protocols(tmp_path, capsys):
+    from accesslib.experiments.curves import hashed_settings, protocol_hash_for
+    from accesslib.theory.stats import fit_n50
+    path = tmp_path / "r.sqlite"
+    st = _store(path, settings=hashed_settings("fast"), ph=protocol_hash_for("fast"))
+    custom = protocol_hash_for("paper", {"max_steps": 30})
+    st.add(dict(model="tiny", m=1, n=7, source="words", target_ids=[7], seed=0, protocol_hash=custom, success=True),
+           settings=hashed_settings("paper", {"max_steps": 30}))
+    assert main(["store", "summary", "--store", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"store {path}: 81 strings in 5 curves"
+    assert lines[1].split()[:4] == ["model", "m", "source", "protocol"]
+    fast = [line for line in lines if line.startswith("tiny ") and " tokens " in line]
+    assert len(fast) == 2 and all(f"{protocol_hash_for('fast')} fast " in line for line in fast)
+    fit = fit_n50(st.curve("tiny", 1, "tokens", protocol_hash_for("fast")))
+    assert f"{fit.n50:.1f} +- {fit.stderr:.1f}" in fast[0] and " 20 " in fast[0]
+    (paper,) = [line for line in lines if " words " in line]
+    assert f"{custom} paper, max_steps=30" in paper and "> 7 (all succeeded)" in paper
+    assert main(["store", "summary", "--store", str(path), "--model", "other", "--m", "1"]) == 0
+    assert "20 strings in 1 curves (model=['other'], m=[1])" in capsys.readouterr().out
+
+
+def test_store_merge(tmp_path, capsys):
+    from accesslib.results.store import ResultsStore
+    old = _store(tmp_path / "old.sqlite")
+    new = tmp_path / "new.sqlite"
+    assert main(["store", "merge", str(old.path), "--store", str(new)]) == 0
+    assert capsys.readouterr().out == f"copied 80 new strings from {old.path} into {new} (80 in all)\n"
+    assert ResultsStore(new).count() == 80
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["store", "summary", "--store", "{tmp}/absent.sqlite"],
+     "accesslib store summary: error: --store must be an existing results store file; got '{tmp}/absent.sqlite'"),
+    (["store", "summary", "--store", "{tmp}/text.sqlite"],
+     "accesslib store summary: error: --store must be a results store (SQLite said: file is not a database)"),
+    (["store", "export", "--csv", "/nonexistent/dir/x.csv", "--store", "{tmp}/r.sqlite"],
+     "accesslib store export: error: --csv must be a file in an existing folder (/nonexistent/dir does not exist)"),
+    (["store", "merge", "{tmp}/absent.sqlite", "--store", "{tmp}/r.sqlite"],
+     "accesslib store merge: error: FILE must be an existing results store file"),
+    (["store", "merge", "{tmp}/r.sqlite", "--store", "{tmp}/r.sqlite"],
+     "accesslib store merge: error: other must be a different file from this store"),
+    (["store", "summary", "--m", "0"], "argument --m: must be a whole number >= 1; got 0"),
+    (["store", "export", "--store", "x"], "one of the arguments --csv --parquet is required"),
+    (["store", "export", "--csv", "a", "--parquet", "b"], "argument --parquet: not allowed with argument --csv"),
+    (["store", "nonsense"], "invalid choice: 'nonsense'"),
+])
+def test_store_errors_are_one_line_exit_2(tmp_path, capsys, argv, msg):
+    _store(tmp_path / "r.sqlite")
+    (tmp_path / "text.sqlite").write_text("not a database")
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    try:
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2 and msg.replace("{tmp}", str(tmp_path)) in err and len(err.strip().splitlines()) == 1
+
+
+def test_store_summary_reads_the_default_store_after_moving_it(tmp_path, capsys, monkeypatch):
+    import platformdirs
+
+    from accesslib import config
+    from accesslib.results import store as store_mod
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for var in ("ACCESSLIB_HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(store_mod, "_NOTICED", set())
+    monkeypatch.setattr(config, "MOUNTS_FILE", str(tmp_path / "no-mounts"))
+    assert main(["store", "summary"]) == 2
+    assert "error: no results store at" in capsys.readouterr().err
+    (tmp_path / ".cache" / "accesslib").mkdir(parents=True)
+    _store(tmp_path / ".cache" / "accesslib" / "results.sqlite")
+    assert main(["store", "summary"]) == 0
+    cap = capsys.readouterr()
+    new = tmp_path / platformdirs.user_data_dir("accesslib", appauthor=False) / "results.sqlite"
+    assert cap.out.startswith(f"store {new}: 80 strings in 4 curves")
+    assert "moved the results store (80 strings)" in cap.err and len(cap.err.strip().splitlines()) == 1

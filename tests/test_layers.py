@@ -23,7 +23,7 @@ ALLOWED = {
     "engine": {"engine", "models", "theory"},
     "experiments": {"experiments", "engine", "models", "results", "theory"},
     "apps": {"apps", "plots", "experiments", "engine", "models", "results", "theory"},
-    "cli": {"cli", "apps", "plots", "experiments", "engine", "models", "results", "theory"},
+    "cli": {"cli", "apps", "plots", "experiments", "engine", "models", "results", "theory", "__init__"},
     "__init__": {"theory", "results"},
     "__main__": {"cli"},
     "_checks": set(),

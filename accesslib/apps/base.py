@@ -6,6 +6,13 @@ where a bad value shows a readable one-line message (never a traceback), and a s
 Subclasses build controls, call :meth:`App.guard` around their update and repaint with
 :meth:`App.redraw`.
 
+Every app also has a one-row toolbar under its figure: a format (PNG, SVG, PDF) and "Save
+figure", and "Download data" (a CSV of the numbers the figure shows, from the app's
+:meth:`App.data_rows`). A click makes the file in the kernel and shows a link to it (a
+``data:`` URL with a ``download`` name such as ``accesslib-nb03-predicted.png``): the browser
+saves it when the link is clicked, with no server route and no script, so it works in Voila,
+JupyterLab and a static HTML export alike.
+
 :class:`BackgroundRun` is the one background-run helper (CONTRIBUTING.md, "Adding an app"):
 anything that computes for more than a moment runs through it, from a Run button, with a Stop
 button, a progress bar and a final status; an App that has one (``self.runner``) answers
@@ -13,9 +20,13 @@ button, a progress bar and a final status; an App that has one (``self.runner``)
 """
 from __future__ import annotations
 
+import base64
 import contextlib
+import csv
 import html
 import io
+import json
+import math
 import threading
 import time
 
@@ -24,7 +35,13 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
+from accesslib._checks import check_choice
 from accesslib.plots.style import UI_COLORS
+
+#: figure formats offered by the toolbar: extension -> MIME type
+FIGURE_FORMATS = {"png": "image/png", "svg": "image/svg+xml", "pdf": "application/pdf"}
+#: a data: link larger than this is refused (browsers cap data URLs; 16 MB is far above any app's)
+MAX_DOWNLOAD_BYTES = 16 * 1024 * 1024
 
 
 def error_message(exc: BaseException) -> str:
@@ -77,14 +94,61 @@ def make_figure(figsize, canvas="auto", dpi=100):
     return fig, view, mode
 
 
-class App:
-    """Base for every accesslib app: figure, error area, status line, guarded updates.
+def _csv_value(v):
+    if v is None:
+        return ""
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        v = float(v)
+        return "" if math.isnan(v) else repr(v)
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return json.dumps(np.asarray(v).tolist() if isinstance(v, np.ndarray) else list(v))
+    return v
 
-    Subclasses fill ``self.controls`` (a widget) and implement :meth:`update`; the page layout
-    is ``self.widget`` (controls, readout, error area, figure, status), displayable directly.
+
+def rows_to_csv(rows) -> str:
+    """CSV text of a list of dicts: the header is every key in order of first appearance; numbers
+    keep full precision (``repr``), nan and None are empty cells, lists are JSON."""
+    rows = list(rows)
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    for r in rows:
+        w.writerow([_csv_value(r.get(c)) for c in columns])
+    return buf.getvalue()
+
+
+def download_link(name: str, data: bytes, mime: str) -> str:
+    """HTML of a link that saves ``data`` as the file ``name`` when clicked (a ``data:`` URL)."""
+    if len(data) > MAX_DOWNLOAD_BYTES:
+        raise ValueError(f"{name} is {len(data) / 2**20:.0f} MB, too large for a download link "
+                         f"(at most {MAX_DOWNLOAD_BYTES // 2**20} MB): save it from Python instead")
+    size = f"{len(data) / 1024:.0f} kB" if len(data) >= 1024 else f"{len(data)} bytes"
+    href = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+    return (f'<a download="{html.escape(name)}" href="{href}" title="save {html.escape(name)}" '
+            f'style="color:{UI_COLORS["link"]};text-decoration:underline">⬇ {html.escape(name)}</a> '
+            f'<span style="color:{UI_COLORS["muted"]};font-size:90%">({size}, made {time.strftime("%H:%M:%S")}: '
+            f'click to save)</span>')
+
+
+class App:
+    """Base for every accesslib app: figure, error area, status line, guarded updates, and the
+    toolbar that saves the figure and downloads its data.
+
+    Subclasses fill ``self.controls`` (a widget), implement :meth:`update` and :meth:`data_rows`
+    (the numbers the figure shows) and set :attr:`export_name`; the page layout is
+    ``self.widget`` (controls, readout, error area, figure, toolbar, status), displayable
+    directly.
     """
 
     figsize = (9.6, 7.0)
+    #: names the downloaded files: ``accesslib-<export_name>.png`` / ``.csv``
+    export_name = "figure"
+    _exporting = False   # True while figure_bytes draws (see _on_draw)
 
     def __init__(self, *, canvas="auto"):
         self.error = W.HTML(layout=W.Layout(display="none", margin="4px 0"))
@@ -102,12 +166,92 @@ class App:
         self._bg = None          # cached background for blitting (see redraw)
         self._bg_key = None
         self.fig.canvas.mpl_connect("draw_event", self._on_draw)
+        self._exporting = False
         self.controls = W.VBox()
+        self.toolbar = self._make_toolbar()
         parts = [self.controls, self.readout, self.error]
         if self.view is not None:
             parts.append(self.view)
-        parts.append(self.status)
+        parts += [self.toolbar, self.status]
         self.widget = W.VBox(parts, layout=W.Layout(width="100%"))
+
+    # -- save the figure, download its data -------------------------------------------------
+    def _make_toolbar(self):
+        small = dict(height="28px", margin="0 6px 0 0")
+        self.figure_format = W.Dropdown(options=[(k.upper(), k) for k in FIGURE_FORMATS], value="png",
+                                        layout=W.Layout(width="72px", **small),
+                                        tooltip="format of the saved figure")
+        self.save_button = W.Button(description="Save figure", icon="image", layout=W.Layout(width="auto", **small),
+                                    tooltip="make the figure file; then click its link to save it")
+        self.data_button = W.Button(description="Download data", icon="table", layout=W.Layout(width="auto", **small),
+                                    tooltip="the numbers the figure shows, as CSV; then click its link")
+        self.download = W.HTML(layout=W.Layout(margin="0 0 0 4px"))
+        self.download.add_class("accesslib-download")
+        self.save_button.on_click(lambda _: self._offer(self.offer_figure))
+        self.data_button.on_click(lambda _: self._offer(self.offer_data))
+        bar = W.HBox([self.figure_format, self.save_button, self.data_button, self.download],
+                     layout=W.Layout(align_items="center", flex_flow="row wrap", margin="2px 0"))
+        bar.add_class("accesslib-toolbar")
+        return bar
+
+    def file_name(self, ext: str) -> str:
+        """``accesslib-<export_name>.<ext>``, the name a download is saved under."""
+        return f"accesslib-{self.export_name}.{ext}"
+
+    def data_rows(self) -> list[dict]:
+        """The numbers the figure shows, one dict per row (the same keys in related rows; a
+        ``panel`` or ``kind`` key tells the parts of a figure apart). Every app implements it."""
+        raise NotImplementedError(f"{type(self).__name__} has no data to download")
+
+    def data_csv(self) -> str:
+        """:meth:`data_rows` as CSV text (header = every key; full precision)."""
+        rows = self.data_rows()
+        if not rows:
+            raise ValueError("the figure shows no data yet (press Run first)")
+        return rows_to_csv(rows)
+
+    def figure_bytes(self, fmt: str = "png", *, dpi: int = 150) -> bytes:
+        """The figure as it is now, as a PNG, SVG or PDF file's bytes.
+
+        The moving artists (drawn by blitting, so ``animated``) are drawn as ordinary ones for
+        the file; the page's view is untouched."""
+        check_choice("figure format", fmt, tuple(FIGURE_FORMATS))
+        moving = self.fig.findobj(lambda a: a.get_animated())
+        buf = io.BytesIO()
+        self._exporting = True
+        try:
+            for a in moving:
+                a.set_animated(False)
+            self.fig.savefig(buf, format=fmt, dpi=dpi, facecolor="white")
+        finally:
+            for a in moving:
+                a.set_animated(True)
+            self._exporting = False
+            self._bg = None   # the canvas was redrawn at another size: no stale background
+        return buf.getvalue()
+
+    def offer_figure(self, fmt: str | None = None) -> str:
+        """Make the figure file (the toolbar's format unless ``fmt``) and show its link; returns
+        the file name."""
+        fmt = fmt or self.figure_format.value
+        name = self.file_name(fmt)
+        self.download.value = download_link(name, self.figure_bytes(fmt), FIGURE_FORMATS[fmt])
+        return name
+
+    def offer_data(self) -> str:
+        """Make the CSV of :meth:`data_rows` and show its link; returns the file name."""
+        name = self.file_name("csv")
+        self.download.value = download_link(name, self.data_csv().encode("utf-8"), "text/csv")
+        return name
+
+    def _offer(self, fn):
+        # the message goes next to the buttons, not into the error area: a download neither
+        # shows nor clears a message about the controls
+        try:
+            fn()
+        except Exception as e:
+            self.download.value = (f'<span style="color:{UI_COLORS["warning"]};font-size:90%">'
+                                   f"No file: {html.escape(error_message(e))}</span>")
 
     # -- display ----------------------------------------------------------------------------
     def _repr_mimebundle_(self, **kwargs):
@@ -146,9 +290,12 @@ class App:
             self.refresh()
 
     def refresh(self, *_):
-        """Run :meth:`update` unless held; errors become a message, never a traceback."""
+        """Run :meth:`update` unless held; errors become a message, never a traceback. A
+        download link made before is taken away (it holds the figure as it was)."""
         if self._hold:
             return False
+        if self.download.value:
+            self.download.value = ""
         return self.guard(self.update)
 
     def guard(self, fn, *args, **kwargs):
@@ -207,7 +354,10 @@ class App:
 
     def _on_draw(self, event):
         # After any full draw (ours, or one the browser asked ipympl for): keep the background
-        # without the moving artists, then paint them on top.
+        # without the moving artists, then paint them on top. Not while saving a file: that
+        # draw is at another size, maybe on another canvas (SVG, PDF).
+        if self._exporting:
+            return
         canvas = self.fig.canvas
         self._bg = canvas.copy_from_bbox(self.fig.bbox)
         self._bg_key = self._layout_key()

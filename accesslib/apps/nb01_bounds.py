@@ -57,6 +57,8 @@ class BoundsApp(App):
     preset's published n50 points and the theory/experiment ratio.
     """
 
+    export_name = "nb01-bounds"
+
     def __init__(self, *, preset=DEFAULT_PRESET, m=1, canvas="auto"):
         super().__init__(canvas=canvas)
         self.models = {r["name"]: r for r in reference.models()}
@@ -260,3 +262,19 @@ class BoundsApp(App):
         self.set_status(f"{model} · d = {d}, |V| = {V:,}, r = {r:g}, {eps_note}, m = {m} · "
                         f"1 + 2r/ε = {1 + 2 * r / eps:,.4g}")
         self.redraw()
+
+    def data_rows(self) -> list[dict]:
+        """A "settings" row (d, |V|, ε, r, m and the bound's C, n*, log10 N, n50 bound), then
+        panel (b)'s curve (n, log10 of the reachable share) as drawn, then panel (c): n* = C·m
+        at m = 0, 1, ... up to the axis and the preset's published n50 points."""
+        v = self.values
+        keys = ("d", "vocab_size", "eps", "r", "m", "C", "n_star", "log10_accessible", "n50_bound")
+        rows = [dict(panel="settings", **{k: v[k] for k in keys})]
+        n, y = self.art_b["line"].get_data()
+        rows += [dict(panel="(b) reachable share", n=float(a), log10_fraction=float(b)) for a, b in zip(n, y)]
+        m_max = self.art_c["ax"].get_xlim()[1]
+        rows += [dict(panel="(c) n* = C·m", m=k, n_star=v["C"] * k) for k in range(int(m_max) + 1)]
+        published, _ = self._published()
+        for ds, data in published.items():
+            rows += [dict(panel=f"(c) published n50 ({ds})", m=m, n50=y) for m, y in zip(data["m"], data["n50"])]
+        return rows

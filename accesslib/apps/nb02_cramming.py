@@ -53,10 +53,24 @@ def curve_from_counts(counts: dict) -> dict:
                 n50=fit.n50 if ok else float("nan"), n50_stderr=fit.stderr if ok else float("nan"))
 
 
+def curve_rows(curves: dict, **settings) -> list[dict]:
+    """The accessibility curves an app draws ({m: :func:`curve_from_counts`}) as rows for its
+    CSV: the ``settings`` (model, source, protocol, ...), m, n, successes, strings, the
+    fraction and the curve's n50 ± stderr."""
+    rows = []
+    for m in sorted(curves):
+        c = curves[m]
+        for n, s, t in zip(c["lengths"], c["successes"], c["totals"]):
+            rows.append(dict(settings, m=m, n=n, successes=s, strings=t, fraction=s / t if t else float("nan"),
+                             n50=c["n50"], n50_stderr=c["n50_stderr"]))
+    return rows
+
+
 class CrammingApp(App):
     """Run cramming on a chosen model and watch the accessibility curve appear."""
 
     figsize = (10.0, 3.9)
+    export_name = "nb02-cramming"
     MAX_ROWS = 12
 
     def __init__(self, *, model=None, store=None, policy=None, canvas="auto", fast=FAST):
@@ -123,6 +137,7 @@ class CrammingApp(App):
         self.loss_steps, self.loss_mean, self.loss_best = [], [], []
         self.rows = []
         self.curves = {}
+        self.shown = {}
         self._last_draw = 0.0
         self.run_button.on_click(lambda _: self.guard(self.start))
         for w in (self.model, self.source, self.protocol, self.max_steps):
@@ -160,12 +175,23 @@ class CrammingApp(App):
                 counts = self.store.curve(req["model"], m, req["source"], ph)
                 curves[m] = curve_from_counts(counts)
         self.curves = curves
+        self.shown = dict(model=req["model"], source=req["source"], protocol=req["protocol"],
+                          max_steps=req["max_steps"], protocol_hash=ph)
         self._draw_curves()
         stored = sum(sum(c["totals"]) for c in curves.values())
         if not self.is_running:
             self.set_status(f"{stored} strings of these settings in the results store "
                             f"({self.store.path})." if stored else
                             "No stored results for these settings yet: press Run.")
+
+    def data_rows(self) -> list[dict]:
+        """Panel "accessibility": the stored counts per (m, n) of the shown settings with each
+        curve's n50; panel "loss": this run's loss against step (mean, and median best)."""
+        rows = [dict(panel="accessibility", **r) for r in curve_rows(self.curves, **self.shown)]
+        with self._lock:
+            rows += [dict(panel="loss", step=s, mean_loss=a, median_best_loss=b)
+                     for s, a, b in zip(self.loss_steps, self.loss_mean, self.loss_best)]
+        return rows
 
     def _draw_curves(self):
         cram_plots.update_accessibility(self.art_curve, self.curves)

@@ -13,7 +13,7 @@ import math
 import ipywidgets as W
 
 from accesslib.apps.base import App, BackgroundRun
-from accesslib.apps.nb02_cramming import curve_from_counts
+from accesslib.apps.nb02_cramming import curve_from_counts, curve_rows
 from accesslib.apps.policy import current_policy
 from accesslib.config import FAST
 from accesslib.plots import cramming as cram_plots
@@ -28,6 +28,7 @@ class PredictedApp(App):
     """n* = C*m (predicted lines) against measured n50 by m (markers with error bars)."""
 
     figsize = (10.0, 5.2)
+    export_name = "nb03-predicted"
 
     def __init__(self, *, model=None, canvas="auto", published=True):
         super().__init__(canvas=canvas)
@@ -93,7 +94,8 @@ class PredictedApp(App):
             lines.append(f"measured a = {a:.2f} ± {sl.get('slope_stderr') or float('nan'):.2f} "
                          f"(R² = {sl.get('r2') or float('nan'):.3f})")
         self.art["text"].set_text("\n".join(lines))
-        self.values = dict(slopes=slopes, measured_slope=a, eps=eps, r=r)
+        self.values = dict(slopes=slopes, measured_slope=a, eps=eps, r=r,
+                           measured=dict(m=ms, n50=n50, n50_stderr=se), fit=dict(sl))
         self.readout.value = (f"ε = {eps:.3g}, r = {r:.3g} &nbsp;·&nbsp; ball bound C = <b>{slopes['ball']:.1f}</b> "
                               f"tokens/vector" + (f" &nbsp;·&nbsp; measured a = <b>{a:.2f}</b> &nbsp;·&nbsp; "
                                                   f"ratio <b>{slopes['ball'] / a:.1f}×</b>" if a else ""))
@@ -101,16 +103,32 @@ class PredictedApp(App):
                         f"{b['hardware'].get('cpu', '?')}, {b['wall_time']:.0f} s, made {b['created']}")
         self.redraw()
 
+    def data_rows(self) -> list[dict]:
+        """Measured n50 ± stderr by m (the markers), the fitted slope a, and the predicted slope
+        C of every bound at the sliders' ε and r with C/a (the lines); the model in every row."""
+        v, model = self.values, self.bundle["model"]
+        meas = v["measured"]
+        rows = [dict(panel="measured n50", model=model, m=m, n50=y, n50_stderr=e)
+                for m, y, e in zip(meas["m"], meas["n50"], meas["n50_stderr"])]
+        a = v["measured_slope"]
+        if a:
+            rows.append(dict(panel="measured slope", model=model, slope=a, slope_stderr=v["fit"].get("slope_stderr"),
+                             intercept=v["fit"].get("intercept"), r2=v["fit"].get("r2")))
+        rows += [dict(panel="predicted slope", model=model, bound=name, C=C, eps=v["eps"], r=v["r"],
+                      C_over_a=C / a if a and a > 0 and C else None) for name, C in v["slopes"].items()]
+        return rows
+
 
 def default_sweep(fast: bool = FAST) -> dict:
-    """A small sweep of the default model: m = 1, 2 on a fixed grid of lengths (natural text)."""
-    from accesslib.config import home
+    """A small sweep of the default model: m = 1, 2 on a fixed grid of lengths (natural text),
+    stored in ``sweeps.sqlite`` next to the default results store."""
     from accesslib.models import embedded
+    from accesslib.results.store import default_path
 
     return dict(name="notebook-sweep", models=[embedded.DEFAULT], m=[1, 2], source="natural",
                 samples=2 if fast else 8, seeds=[0], lengths=[2, 4] if fast else [4, 6, 8, 10, 12, 16, 20],
                 engine=dict(protocol="fast", max_steps=30 if fast else 1000),
-                store=str(home() / "sweeps.sqlite"), torch_threads=1)
+                store=str(default_path("sweeps.sqlite")), torch_threads=1)
 
 
 class SweepApp(App):
@@ -122,6 +140,7 @@ class SweepApp(App):
     :meth:`wait` work as in every other app."""
 
     figsize = (7.5, 3.4)
+    export_name = "nb03-sweep"
 
     def __init__(self, *, spec=None, scheduler=None, policy=None, canvas="auto", fast=FAST):
         super().__init__(canvas=canvas)
@@ -176,6 +195,10 @@ class SweepApp(App):
         link = self.run.dashboard_link
         return f"{done}/{total} jobs" + (f"; Dask dashboard: {link}" if link else "")
 
+    def data_rows(self) -> list[dict]:
+        """The sweep's accessibility counts per (m, n) from the results store, with n50."""
+        return curve_rows(self.curves, **getattr(self, "shown", {}))
+
     def update(self):
         from accesslib.experiments.sweep import sweep_curves
 
@@ -183,6 +206,7 @@ class SweepApp(App):
         model = self.spec.model_labels[0]
         curves = {m: curve_from_counts(c) for (mod, m), c in counts.items() if mod == model and c}
         self.curves = curves
+        self.shown = dict(model=model, source=self.spec.source)
         cram_plots.update_accessibility(self.art, curves)
         self.readout.value = " &nbsp;·&nbsp; ".join(
             f"m={m}: n50 = {c['n50']:.1f}" for m, c in sorted(curves.items()) if math.isfinite(c["n50"]))

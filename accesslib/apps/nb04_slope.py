@@ -27,6 +27,7 @@ class SlopeApp(App):
     """Measured slope a against d and against ln|V| over the embedded family, next to C."""
 
     figsize = (10.5, 4.0)
+    export_name = "nb04-slope"
 
     def __init__(self, *, canvas="auto"):
         super().__init__(canvas=canvas)
@@ -88,3 +89,9 @@ class SlopeApp(App):
             + f"<p>C/a ranges over a factor {spread:.2f} across the family (mean {mean:.1f}).</p>")
         self.values = dict(rows=rows, ratio_mean=mean, ratio_spread=spread)
         self.redraw()
+
+    def data_rows(self) -> list[dict]:
+        """The family table as shown: per model d, |V|, ln|V|, measured slope a ± stderr, R²,
+        the predicted C (bound and ε as chosen) and C/a, with the mean C/a in every row."""
+        return [dict(r, bound=self.bound.value, eps_from=self.dtype.value, d_over_ln_vocab=r["d"] / r["ln_vocab"],
+                     ratio_mean=self.values["ratio_mean"]) for r in self.values["rows"]]

@@ -32,6 +32,7 @@ class GeometryApp(App):
     """
 
     figsize = (9.6, 5.0)
+    export_name = "nb05-cells"
 
     def __init__(self, rows=None, *, eps=0.25, res=201, canvas="auto"):
         super().__init__(canvas=canvas)
@@ -169,6 +170,16 @@ class GeometryApp(App):
                         "Equal norms and no bias make them identical.")
         self.redraw()
 
+    def data_rows(self) -> list[dict]:
+        """Per token: its row (x, y, |w|), bias and its cell's share of the box under each rule;
+        then a "summary" row: mean costs, ln|V|, the area assigned differently, ε-grid points."""
+        sh = self.shares
+        rows = [dict(panel="token", token=t, x=float(x), y=float(y), norm=float(np.hypot(x, y)),
+                     bias=float(self.bias[t]), argmax_share=float(sh["argmax"][t]),
+                     voronoi_share=float(sh["voronoi"][t])) for t, (x, y) in enumerate(self.rows)]
+        rows.append(dict(panel="summary", eps=float(self.eps.value), **self.values))
+        return rows
+
 
 # ---------------------------------------------------------------------------------------------
 # the chosen model: cell shares and every refined slope
@@ -271,6 +282,7 @@ class ModelGeometryApp(App):
     """
 
     figsize = (11.6, 4.0)
+    export_name = "nb05-model-geometry"
 
     def __init__(self, *, model=None, canvas="auto"):
         super().__init__(canvas=canvas)
@@ -355,6 +367,24 @@ class ModelGeometryApp(App):
             f"{v['zero_hit']:,} of {v['vocab_size']:,} tokens never hit in N = "
             f"{v['n_cells']:,}{warn}{conv}{eff}")
         self.redraw()
+
+    def data_rows(self) -> list[dict]:
+        """What the three panels show: the histogram's bins (log10 p_t range, tokens), s_conv on
+        the first n cell samples, the slope C of every bound; then a "summary" row (model, d,
+        |V|, support statistics, ε, s_conv, tokens never hit). Empty before a measurement."""
+        v = self.view
+        if v is None:
+            return []
+        rows = [dict(panel="share histogram", log10_share_from=float(b.get_x()),
+                     log10_share_to=float(b.get_x() + b.get_width()), tokens=int(round(b.get_height())))
+                for b in self.hist["bars"] or []]
+        rows += [dict(panel="s_conv vs samples", n=r["n"], s_conv=r["s_conv"], s_conv_drop=r.get("s_conv_drop"),
+                      zero_hit=r.get("zero_hit")) for r in v.get("convergence") or []]
+        rows += [dict(panel="slope", bound=k, C=v["slopes"].get(k)) for k in SLOPE_ORDER if k in v["slopes"]]
+        keys = ("d", "vocab_size", "n", "r_inf", "r_2", "min_cos", "phi", "eps", "dtype", "s_conv", "s_conv_drop",
+                "rule", "n_cells", "zero_hit")
+        rows.append(dict(panel="summary", model=v["name"] + v["source"], **{k: v.get(k) for k in keys}))
+        return rows
 
     def _on_model(self, *_):
         has = shipped_bundle(self.model.value) is not None

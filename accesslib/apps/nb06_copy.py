@@ -58,6 +58,7 @@ class CopyApp(App):
     """Train a small transformer to copy, watch the loss, then see accuracy collapse with length."""
 
     figsize = (9.6, 4.4)
+    export_name = "nb06-copy"
 
     def __init__(self, *, bundle=None, fast=None, canvas="auto"):
         super().__init__(canvas=canvas)
@@ -68,6 +69,7 @@ class CopyApp(App):
         self.steps_seen = []
         self.losses_seen = []
         self.acc_rows = []       # LengthAccuracy rows of the current evaluation
+        self.shown = dict(loss=([], []), accuracy=([], [], [], 1, (0, 0)))   # what the figure shows
         self._last_draw = 0.0
         cfg = self._default_config()
         lay = W.Layout(width="300px")
@@ -134,10 +136,22 @@ class CopyApp(App):
         self.title = fig.suptitle("", fontsize=10)
 
     def _set_loss(self, steps, losses):
+        self.shown["loss"] = (list(steps), list(losses))
         copy_plots.update_training_loss(self.art_loss, steps, losses)
 
     def _set_accuracy(self, lengths, greedy, tf, n, train_range):
+        self.shown["accuracy"] = (list(lengths), list(greedy), list(tf), n, tuple(train_range))
         copy_plots.update_copy_accuracy(self.art_acc, lengths, greedy, tf, n, train_range)
+
+    def data_rows(self) -> list[dict]:
+        """Panel "accuracy": exact-match accuracy (greedy, teacher-forced) by copy length, with the
+        strings per length and the training range; panel "loss": training loss by step."""
+        lengths, greedy, tf, n, (lo, hi) = self.shown["accuracy"]
+        rows = [dict(panel="accuracy", length=L, greedy=g, teacher_forced=t, strings=n, train_min=lo, train_max=hi)
+                for L, g, t in zip(lengths, greedy, tf)]
+        steps, losses = self.shown["loss"]
+        rows += [dict(panel="loss", step=s, loss=v) for s, v in zip(steps, losses)]
+        return rows
 
     def show_bundle(self):
         """Draw the shipped run (no computation); a note if it is absent."""

@@ -24,6 +24,7 @@ class PackingApp(App):
     """Left: the points in the ball (3-D: seen from above, colour = height). Right: log10 count."""
 
     figsize = (9.6, 4.6)
+    export_name = "nb07-packing"
 
     def __init__(self, *, r=3.0, eps=1.0, d=2, method="lattice", canvas="auto"):
         super().__init__(canvas=canvas)
@@ -52,10 +53,12 @@ class PackingApp(App):
     def _curves(self, d):
         if self._curves_d != d:
             x = self.ratios
+            self.curves = dict(r_over_eps=x, log10_bound=packing.log10_bound(x, 1.0, d),
+                               log10_grid=np.log10(packing.count_curve(d, x, "grid")),
+                               log10_lattice=np.log10(packing.count_curve(d, x, "lattice")))
             pk_plots.update_packing_curves(
-                self.art_counts, x, packing.log10_bound(x, 1.0, d), np.log10(packing.count_curve(d, x, "grid")),
-                np.log10(packing.count_curve(d, x, "lattice")),
-                y_max=float(packing.log10_bound(x[-1] * 1.03, 1.0, d)))
+                self.art_counts, x, self.curves["log10_bound"], self.curves["log10_grid"],
+                self.curves["log10_lattice"], y_max=float(packing.log10_bound(x[-1] * 1.03, 1.0, d)))
             self._curves_d = d
             self.invalidate()
 
@@ -66,6 +69,7 @@ class PackingApp(App):
             raise ValueError(f"r/ε must be <= 10 here (so the points stay countable on screen); got {r / eps:.3g}")
         p = packing.points(method, r, eps, d, seed=0)
         b = packing.bound(r, eps, d)
+        self.shown = dict(r=r, eps=eps, d=d, method=method, points=p, bound=b)
         pk_plots.update_packing_here(self.art_counts, r / eps, np.log10(max(1, len(p))))
         name = {"grid": "grid", "lattice": packing.LATTICE_NAMES[d] + " lattice", "greedy": "greedy random"}[method]
         pk_plots.update_ball_points(self.art_ball, p, r, eps, title=f"{len(p):,} points, pairwise ≥ ε ({name})"
@@ -76,11 +80,24 @@ class PackingApp(App):
         self.invalidate()
         self.redraw()
 
+    def data_rows(self) -> list[dict]:
+        """Panel "counts": log10 of the bound (1 + 2r/ε)^d and of the grid and lattice counts
+        against r/ε (d as chosen); panel "this packing": r, ε, d, method, points, bound;
+        panel "points": the points' coordinates (x, y, and z in 3-D)."""
+        sh, c = self.shown, self.curves
+        rows = [dict(panel="counts", d=sh["d"], **{k: float(c[k][i]) for k in c}) for i in range(len(c["r_over_eps"]))]
+        rows.append(dict(panel="this packing", d=sh["d"], r=sh["r"], eps=sh["eps"], r_over_eps=sh["r"] / sh["eps"],
+                         method=sh["method"], points=len(sh["points"]), bound=sh["bound"],
+                         log10_count=float(np.log10(max(1, len(sh["points"]))))))
+        rows += [dict(panel="points", d=sh["d"], **dict(zip("xyz", map(float, q)))) for q in sh["points"]]
+        return rows
+
 
 class PrecisionApp(App):
     """Run: (a) same output below the input precision; (b) distinct outputs vs number of prompts."""
 
     figsize = (9.6, 4.4)
+    export_name = "nb07-precision"
 
     def __init__(self, model_name=None, *, fast=None, canvas="auto"):
         super().__init__(canvas=canvas)
@@ -117,6 +134,22 @@ class PrecisionApp(App):
 
     def update(self):
         pass
+
+    def data_rows(self) -> list[dict]:
+        """Panel "(a) perturbation": per size / ε the fractions of directions with the input and
+        the greedy output unchanged; panel "(b) saturation": distinct outputs per number of
+        prompts. Empty before Run."""
+        rows = []
+        a, b = self.results.get("perturbation"), self.results.get("saturation")
+        if a is not None:
+            x = np.asarray(a["radii"]) / a["eps"]
+            rows += [dict(panel="(a) perturbation", size_over_eps=float(r), eps=float(a["eps"]),
+                          same_input=float(si), same_output=float(so))
+                     for r, si, so in zip(x, a["same_input"], a["same_output"])]
+        if b is not None:
+            rows += [dict(panel="(b) saturation", prompts=int(p), distinct=int(k))
+                     for p, k in zip(b["prompts"], b["distinct"])]
+        return rows
 
     def start(self, *, wait=False):
         """Measure in the background (``wait=True``: and block until done); False (and a

@@ -21,6 +21,7 @@ _DESC = {"description_width": "120px"}
 
 class MeanFieldApp(App):
     figsize = (9.6, 4.4)
+    export_name = "nb08-meanfield"
 
     def __init__(self, *, vocab_size=8, d=16, layers=2, seed=0, canvas="auto"):
         super().__init__(canvas=canvas)
@@ -67,6 +68,7 @@ class MeanFieldApp(App):
         b = mf.query_output(self.model, new, **kw)
         diff = float(np.abs(a - b).max())
         self.max_diff = diff
+        self.outputs = (a, b, len(ids), len(new))
         mf_plots.update_query_outputs(self.art_out, a, b, diff)
         same = "the same" if diff < 1e-9 else "different"
         broken = [w for w, on in (("positions", self.positions.value), ("a causal mask", self.causal.value)) if on]
@@ -76,3 +78,18 @@ class MeanFieldApp(App):
             f"<b>{same}</b>" + (f" (with {' and '.join(broken)} the layer is no longer a function of the measure)."
                                 if broken else " (position-free attention sees only the measure)."))
         self.redraw()
+
+    def data_rows(self) -> list[dict]:
+        """Panel "(a) outputs": each coordinate of the last token's output for the original and
+        the changed context (lengths N and N') and their difference; panel "(b) convergence":
+        per context length, the output's distance from the mean-field output (mean and sd over
+        repeats) and the measure's TV distance from p (mean)."""
+        a, b, n0, n1 = self.outputs
+        opts = dict(positions=bool(self.positions.value), causal=bool(self.causal.value))
+        rows = [dict(panel="(a) outputs", coordinate=i, original=float(x), changed=float(y), difference=float(y - x),
+                     N=n0, N_changed=n1, **opts) for i, (x, y) in enumerate(zip(a, b))]
+        c = self.convergence
+        dist, tv = np.asarray(c["out_dist"], dtype=float), np.asarray(c["tv"], dtype=float)
+        rows += [dict(panel="(b) convergence", N=int(L), distance_mean=float(d.mean()), distance_sd=float(d.std()),
+                      tv_mean=float(t.mean())) for L, d, t in zip(c["lengths"], dist, tv)]
+        return rows

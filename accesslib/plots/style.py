@@ -56,6 +56,7 @@ UI_COLORS = {
     "success": "#2a9d48",     # a string crammed / reproduced
     "failure": "#c0392b",
     "warning": "#b35900",
+    "link": "#1f4e9c",        # download links (the toolbar under each figure)
 }
 
 

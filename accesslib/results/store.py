@@ -18,16 +18,30 @@ one writer commits, and the busy timeout makes a writer wait for the lock instea
 failing. WAL needs all writers on one host (a local disk, not NFS): on a multi-host cluster
 let the workers return rows and the client write them.
 
-Only numpy and the stdlib are imported here: memory vectors are stored as float32 bytes and
-given back as numpy arrays.
+Where it lives: ``--store PATH`` / ``ResultsStore(path)``, else :func:`default_path`, in the
+user data directory (``accesslib.config.data_home``; ``ACCESSLIB_HOME`` overrides it). Earlier
+versions kept it in the cache folder (``~/.cache/accesslib``), which users and cleaning tools
+delete; :func:`default_path` moves a store found there once, without losing a row
+(:func:`migrate_store`). A store on a network filesystem gets a one-line warning: SQLite's
+locking is unsafe there.
+
+Getting results out: :meth:`ResultsStore.rows` (dicts), :meth:`ResultsStore.to_csv` (standard
+library), :meth:`ResultsStore.to_pandas` and :meth:`ResultsStore.to_parquet` (pandas and
+pyarrow, imported when called), :meth:`ResultsStore.summary` (one row per curve with its n50
+fit); the command line is ``accesslib store export | summary | merge``.
+
+Only numpy and the stdlib are imported here (pandas, pyarrow and scipy when a method needs
+them): memory vectors are stored as float32 bytes and given back as numpy arrays.
 """
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import os
 import socket
 import sqlite3
+import sys
 import threading
 import time
 import weakref
@@ -38,9 +52,11 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from accesslib import config
 from accesslib._checks import check_choice, check_float, fail
 
-__all__ = ["ResultsStore", "KEY_COLUMNS", "protocol_hash", "target_hash", "default_path"]
+__all__ = ["ResultsStore", "KEY_COLUMNS", "EXPORT_COLUMNS", "protocol_hash", "target_hash", "default_path",
+           "migrate_store", "STORE_NAME"]
 
 SCHEMA_VERSION = 1
 
@@ -72,6 +88,10 @@ _COLUMNS = (
 _JSON_COLUMNS = {"target_ids", "greedy_ids", "memory_shape", "prefix_ids"}
 _BOOL_COLUMNS = {"success", "tf_success", "first_token_as_input"}
 ALL_COLUMNS = KEY_COLUMNS + tuple(name for name, _ in _COLUMNS)
+#: what an export holds by default: the row id and every column but the memory vectors
+EXPORT_COLUMNS = ("id",) + tuple(c for c in ALL_COLUMNS if c != "memory")
+#: the default store's file name (in ``accesslib.config.data_home()``)
+STORE_NAME = "results.sqlite"
 
 
 def _canonical(obj: Any) -> Any:
@@ -108,10 +128,135 @@ def target_hash(ids: Iterable[int]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def default_path() -> Path:
-    """``accesslib.config.home()/results.sqlite``."""
-    from accesslib.config import home
-    return home() / "results.sqlite"
+# --- where the store lives ---------------------------------------------------------------------
+_NOTICED: set = set()
+
+
+def _notice(key, message: str):
+    """One line on stderr, once per process per ``key`` (a notice, not an error)."""
+    if key in _NOTICED:
+        return
+    _NOTICED.add(key)
+    print(f"accesslib: {message}", file=sys.stderr, flush=True)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def default_path(name: str = STORE_NAME) -> Path:
+    """The default store, ``accesslib.config.data_home()/results.sqlite`` (``name``: another
+    store file in the same folder, e.g. the notebook sweep's ``sweeps.sqlite``).
+
+    A store that an earlier version left at the old place (``$XDG_CACHE_HOME/accesslib`` or
+    ``~/.cache/accesslib``) is moved here the first time (:func:`migrate_store`, with a one-line
+    notice) when there is none here yet; when both exist this one is used and a one-line warning
+    names the old one (``accesslib store merge OLD`` copies its rows). ``ACCESSLIB_HOME`` set:
+    that folder, and nothing is moved.
+    """
+    new = config.data_home() / name
+    for old_dir in config.legacy_store_dirs():
+        old = old_dir / name
+        if not old.is_file() or _same_file(old, new):
+            continue
+        if new.exists():
+            _notice(("both", str(old)), f"an older results store is still at {old} and is not used (results "
+                    f"are kept in {new} now): `accesslib store merge {old}` copies its rows, then delete it")
+            continue
+        try:
+            n = migrate_store(old, new)
+        except (OSError, sqlite3.Error, RuntimeError) as e:
+            _notice(("failed", str(old)), f"could not move the results store from {old} to {new} "
+                    f"({str(e).splitlines()[0] if str(e) else type(e).__name__}); it stays where it is")
+            continue
+        if n is not None:
+            _notice(("moved", str(old)), f"moved the results store ({n} strings) from {old} to {new}: the "
+                    "cache folder is for files that may be deleted")
+    return new
+
+
+def _table_counts(conn: sqlite3.Connection) -> dict[str, int]:
+    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                        "AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+    return {t: conn.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in names}
+
+
+def migrate_store(old: str | os.PathLike, new: str | os.PathLike, *, timeout: float = 60.0) -> int | None:
+    """Move the store at ``old`` to ``new`` without losing a row; returns the number of strings
+    moved, or None when ``new`` appeared meanwhile (another process moved it; nothing changed).
+
+    SQLite's backup API copies a consistent snapshot of ``old`` (the rows still in its ``-wal``
+    file included) into a temporary file next to ``new``, under a write lock on ``old`` so no
+    writer commits meanwhile; the copy must pass ``PRAGMA integrity_check`` and hold as many rows
+    in every table as ``old``. Only then does it take the name ``new`` (a hard link, which fails
+    instead of replacing a file that another process put there) and are ``old`` and its
+    ``-wal`` / ``-shm`` files deleted. Any failure leaves ``old`` as it was.
+    """
+    old, new = Path(old), Path(new)
+    if not old.is_file():
+        fail("old", "an existing results store file", str(old))
+    if new.exists():
+        return None
+    new.parent.mkdir(parents=True, exist_ok=True)
+    tmp = new.with_name(f".{new.name}.moving-{os.getpid()}-{threading.get_ident()}")
+    try:
+        # one connection holds the write lock (no writer commits between the copy and the
+        # count); a second one reads the copy (backup cannot read through a writing connection)
+        lock = sqlite3.connect(str(old), timeout=timeout, isolation_level=None)
+        try:
+            lock.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            lock.execute("BEGIN IMMEDIATE")
+            try:
+                want = _table_counts(lock)
+                src = sqlite3.connect(str(old), timeout=timeout)
+                dst = sqlite3.connect(str(tmp))
+                try:
+                    src.backup(dst)
+                    dst.execute("PRAGMA journal_mode = DELETE")   # one self-contained file
+                    got = _table_counts(dst)
+                    check = dst.execute("PRAGMA integrity_check").fetchone()[0]
+                finally:
+                    dst.close()
+                    src.close()
+            finally:
+                lock.execute("ROLLBACK")
+        finally:
+            lock.close()
+        if check != "ok" or got != want:
+            raise RuntimeError(f"the copy of {old} does not match it ({got} rows vs {want}; "
+                               f"integrity check: {check})")
+        try:
+            os.link(tmp, new)         # never replaces a store that appeared meanwhile
+        except FileExistsError:
+            return None
+        except OSError:               # no hard links on this filesystem
+            if new.exists():
+                return None
+            os.replace(tmp, new)
+    finally:
+        for p in (tmp, Path(f"{tmp}-journal")):
+            if p.exists():
+                p.unlink()
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        p = Path(str(old) + suffix)
+        try:
+            if p.exists():
+                p.unlink()
+        except OSError:   # still open elsewhere (Windows): the copy is in place; the next
+            pass          # default_path() says that the old file is still there
+    return int(want.get("strings", 0))
+
+
+def _warn_if_network(path: Path):
+    kind = config.network_filesystem(path.parent)
+    if kind:
+        _notice(("network", str(path.parent)),
+                f"the results store {path} is on a network filesystem ({kind}): SQLite's locking is unsafe "
+                "there and concurrent writers can corrupt it; use a local disk (--store PATH or "
+                "ACCESSLIB_HOME), or let one process write (sweep --write client)")
 
 
 class _Handle:
@@ -203,6 +348,7 @@ class ResultsStore:
         if self.path.is_dir():
             fail("path", "a file, not a directory", str(self.path))
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        _warn_if_network(self.path)
         self.timeout = float(timeout)
         self._local = threading.local()
         self._init_schema()
@@ -445,3 +591,132 @@ class ResultsStore:
         keys = ("model", "source", "protocol_hash", "m", "strings", "successes", "lengths",
                 "n_min", "n_max", "last")
         return [dict(zip(keys, r)) for r in rows]
+
+    # --- getting results out -------------------------------------------------------------
+    @staticmethod
+    def _cell(value) -> Any:
+        """A CSV cell: lists as JSON, None as an empty cell, everything else as str() gives it."""
+        if value is None:
+            return ""
+        if isinstance(value, (list, tuple)):
+            return json.dumps(value, separators=(",", ":"))
+        return value
+
+    def to_csv(self, file, **filters) -> int:
+        """Write the rows matching ``filters`` as CSV (standard library only): a header of
+        :data:`EXPORT_COLUMNS`, one line per string, token lists as JSON (``[5,6,7]``), booleans
+        as True/False, missing values empty. The memory vectors are left out. ``file``: a path
+        or an open text file. Returns the number of rows written."""
+        rows = self.rows(**filters)
+
+        def write(f):
+            w = csv.writer(f, lineterminator="\n")
+            w.writerow(EXPORT_COLUMNS)
+            for r in rows:
+                w.writerow([self._cell(r.get(c)) for c in EXPORT_COLUMNS])
+
+        if hasattr(file, "write"):
+            write(file)
+        else:
+            with open(file, "w", newline="", encoding="utf-8") as f:
+                write(f)
+        return len(rows)
+
+    def to_pandas(self, *, memory: bool = False, **filters):
+        """The rows matching ``filters`` (column=value or column=[values], as in :meth:`rows`)
+        as a ``pandas.DataFrame``: one row per string, the columns of :data:`EXPORT_COLUMNS`
+        (settings, outcome, token lists as lists, ``created_at`` as UTC timestamps), plus
+        ``memory`` (float32 arrays [m, d]) when ``memory=True``. Needs pandas (imported here)."""
+        pd = _need("pandas", "ResultsStore.to_pandas needs pandas: pip install pandas")
+        cols = list(EXPORT_COLUMNS) + (["memory"] if memory else [])
+        df = pd.DataFrame.from_records(self.rows(memory=memory, **filters), columns=cols)
+        for c in ("id", "m", "n", "seed"):
+            df[c] = df[c].astype("int64")
+        for c in ("sample", "steps"):
+            df[c] = df[c].astype("Int64")
+        for c in sorted(_BOOL_COLUMNS):
+            df[c] = df[c].astype("boolean")
+        for c in ("final_loss", "token_accuracy", "greedy_accuracy", "wall_time"):
+            df[c] = df[c].astype("float64")
+        df["created_at"] = pd.to_datetime(df["created_at"], utc=True)
+        return df
+
+    def to_parquet(self, path, **filters) -> int:
+        """Write the rows matching ``filters`` (without the memory vectors) as a Parquet file;
+        needs pandas and pyarrow. Returns the number of rows written."""
+        msg = "writing Parquet needs pandas and pyarrow: pip install pandas pyarrow"
+        _need("pandas", msg)
+        _need("pyarrow", msg)
+        df = self.to_pandas(**filters)
+        df.to_parquet(path, index=False, engine="pyarrow")
+        return len(df)
+
+    def summary(self, protocol_names: Mapping[str, str] | None = None, **filters) -> list[dict]:
+        """One dict per accessibility curve, i.e. per (model, m, source, protocol_hash), sorted so:
+        strings, successes, lengths and n50 ± stderr of the logistic fit
+        (:func:`accesslib.theory.stats.fit_n50`; nan with the fit's ``message`` when there is no
+        n50, e.g. every string succeeded). ``protocol_names`` maps a hash to a readable name
+        (the command line passes the named protocols' hashes); ``protocol`` is "" otherwise."""
+        from accesslib.theory.stats import fit_n50
+
+        where, args = self._where(filters)
+        rows = self._query("SELECT model, m, source, protocol_hash, n, SUM(success), COUNT(*) FROM strings"
+                           f"{where} GROUP BY model, m, source, protocol_hash, n "
+                           "ORDER BY model, source, protocol_hash, m, n", args)
+        curves: dict[tuple, dict[int, tuple[int, int]]] = {}
+        for model, m, source, ph, n, s, t in rows:
+            curves.setdefault((model, int(m), source, ph), {})[int(n)] = (int(s), int(t))
+        names = dict(protocol_names or {})
+        out = []
+        for (model, m, source, ph), counts in curves.items():
+            fit = fit_n50(counts)
+            out.append(dict(model=model, m=m, source=source, protocol_hash=ph, protocol=names.get(ph, ""),
+                            strings=sum(t for _, t in counts.values()),
+                            successes=sum(s for s, _ in counts.values()), lengths=len(counts),
+                            n_min=min(counts), n_max=max(counts),
+                            n50=float(fit.n50) if fit.ok else float("nan"),
+                            n50_stderr=float(fit.stderr) if fit.ok else float("nan"),
+                            fit=fit.status, message=fit.message))
+        return out
+
+    def merge(self, other: str | os.PathLike) -> int:
+        """Copy every string (and recorded protocol) of the store file ``other`` that this store
+        does not hold yet (same key: kept once); returns how many strings were new. ``other`` is
+        only read."""
+        other = Path(other)
+        if not other.is_file():
+            fail("other", "an existing results store file", str(other))
+        if _same_file(other, self.path):
+            fail("other", "a different file from this store", str(other))
+        cols = ", ".join(ALL_COLUMNS)
+        with self._connection() as conn:
+            conn.execute("ATTACH DATABASE ? AS other", (str(other),))
+            try:
+                tables = {r[0] for r in conn.execute("SELECT name FROM other.sqlite_master WHERE type='table'")}
+                if "strings" not in tables:
+                    fail("other", "a results store (it has no 'strings' table)", str(other))
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    before = conn.execute("SELECT COUNT(*) FROM main.strings").fetchone()[0]
+                    conn.execute(f"INSERT OR IGNORE INTO main.strings ({cols}) SELECT {cols} FROM other.strings")
+                    if "protocols" in tables:
+                        conn.execute("INSERT OR IGNORE INTO main.protocols SELECT protocol_hash, settings "
+                                     "FROM other.protocols")
+                    after = conn.execute("SELECT COUNT(*) FROM main.strings").fetchone()[0]
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+            finally:
+                conn.execute("DETACH DATABASE other")
+        return int(after - before)
+
+
+def _need(module: str, message: str):
+    """Import an optional dependency, or raise ImportError with a one-line message naming it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ImportError(message) from None

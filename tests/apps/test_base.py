@@ -223,3 +223,130 @@ def test_an_app_may_call_its_data_view_without_breaking_the_image_fallback():
     assert app.view is None and app.last_error is None
     png = app.widget.children[3].value
     assert png[:4] == b"\x89PNG"
+
+
+# --- the toolbar: save the figure, download its data ----------------------------------------------
+MAGIC = {"png": b"\x89PNG\r\n\x1a\n", "pdf": b"%PDF-"}
+
+
+def figure_kind(data: bytes) -> str:
+    """'png', 'pdf' or 'svg' from a file's first bytes (anything else: '?')."""
+    for kind, magic in MAGIC.items():
+        if data.startswith(magic):
+            return kind
+    head = data[:400].lstrip()
+    return "svg" if head.startswith(b"<?xml") and b"<svg" in data[:2000] else "?"
+
+
+def link_payload(html_text: str):
+    """(file name, MIME type, bytes) of the download link an app shows."""
+    import base64
+    m = re.search(r'<a download="([^"]+)" href="data:([^;]+);base64,([^"]+)"', html_text)
+    assert m, html_text[:300]
+    return m.group(1), m.group(2), base64.b64decode(m.group(3))
+
+
+class Plotter(App):
+    """A line drawn by blitting (animated) and its data."""
+
+    figsize = (3, 2)
+    export_name = "toy-line"
+
+    def __init__(self, canvas="agg"):
+        super().__init__(canvas=canvas)
+        ax = self.fig.add_subplot(1, 1, 1)
+        (self.line,) = ax.plot([0, 1, 2], [0, 1, 4])
+        self.refresh()
+
+    def animated_artists(self):
+        return [self.line]
+
+    def update(self):
+        self.redraw()
+
+    def data_rows(self):
+        x, y = self.line.get_data()
+        return [dict(x=float(a), y=float(b)) for a, b in zip(x, y)]
+
+
+@pytest.mark.parametrize("canvas", ["agg", "image"])
+def test_the_toolbar_saves_the_figure_in_every_format_with_the_moving_artists(canvas):
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    app = Plotter(canvas=canvas)
+    assert app.toolbar in app.widget.children and len(app.toolbar.children) == 4   # one compact row
+    assert [o[1] for o in app.figure_format.options] == ["png", "svg", "pdf"]
+    for fmt in ("png", "svg", "pdf"):
+        app.figure_format.value = fmt
+        app.save_button.click()
+        name, mime, data = link_payload(app.download.value)
+        assert name == f"accesslib-toy-line.{fmt}" and figure_kind(data) == fmt
+        assert mime == {"png": "image/png", "svg": "image/svg+xml", "pdf": "application/pdf"}[fmt]
+        assert app.last_error is None
+    # the blitted line is in the file (a white figure would be all white), and stays animated
+    app.line.set_visible(False)
+    blank = np.asarray(Image.open(io.BytesIO(app.figure_bytes("png"))).convert("L"))
+    app.line.set_visible(True)
+    drawn = np.asarray(Image.open(io.BytesIO(app.figure_bytes("png"))).convert("L"))
+    assert (drawn != blank).sum() > 50 and app.line.get_animated()
+    app.line.set_ydata([4, 1, 0])          # the page keeps working after a save
+    app.refresh()
+    assert app.last_error is None
+    assert app.download.value == ""        # a control changed: the old figure's link is gone
+
+
+def test_the_toolbar_downloads_the_data_as_csv():
+    import csv
+    import io
+
+    app = Plotter()
+    app.data_button.click()
+    name, mime, data = link_payload(app.download.value)
+    assert (name, mime) == ("accesslib-toy-line.csv", "text/csv")
+    rows = list(csv.DictReader(io.StringIO(data.decode())))
+    assert [(float(r["x"]), float(r["y"])) for r in rows] == [(0, 0), (1, 1), (2, 4)]
+
+
+def test_download_errors_are_one_line_next_to_the_buttons():
+    app = Toy()   # no data_rows
+    app.show_error("ε must be > 0; got 0")
+    app.data_button.click()
+    assert "No file: unexpected NotImplementedError: Toy has no data to download" in app.download.value
+    assert app.last_error == "ε must be > 0; got 0"   # a message about a control stays as it was
+    app.save_button.click()
+    assert "accesslib-figure.png" in app.download.value and app.last_error == "ε must be > 0; got 0"
+    app.data_rows = lambda: []
+    app.data_button.click()
+    assert "No file: the figure shows no data yet (press Run first)" in app.download.value
+    with pytest.raises(ValueError, match="figure format must be one of 'png', 'svg', 'pdf'; got 'jpg'"):
+        app.figure_bytes("jpg")
+
+
+def test_rows_to_csv_and_the_size_limit():
+    import math
+
+    from accesslib.apps import base
+    text = base.rows_to_csv([dict(a=1, b=0.1), dict(b=math.nan, c=[1, 2], d=None, e=True)])
+    assert text.splitlines() == ["a,b,c,d,e", "1,0.1,,,", ',,"[1, 2]",,True']
+    with pytest.raises(ValueError, match="too large for a download link"):
+        base.download_link("x.csv", b"x" * (base.MAX_DOWNLOAD_BYTES + 1), "text/csv")
+
+
+def test_every_app_implements_its_data_and_names_its_files():
+    import importlib
+    import inspect
+
+    from accesslib import apps
+    names = {}
+    for cls_name, module in apps._APPS.items():
+        cls = getattr(importlib.import_module(f"accesslib.apps.{module}"), cls_name)
+        if cls is App:
+            continue
+        assert inspect.getattr_static(cls, "data_rows") is not App.data_rows, f"{cls_name} has no data_rows"
+        assert re.fullmatch(r"nb0[1-8]-[a-z-]+", cls.export_name), cls.export_name
+        assert cls.export_name[:4] == f"nb{module[2:4]}", (cls_name, cls.export_name)
+        names.setdefault(cls.export_name, cls_name)
+    assert len(names) == len(apps._APPS) - 1   # each app its own file names

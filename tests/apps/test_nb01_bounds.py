@@ -189,3 +189,34 @@ def test_browser_snapping_echo_keeps_exact_values(app):
     # a real move (a whole step or more) is taken as it is
     app.vocab.value = 10 ** 4.5
     assert app.values["vocab_size"] == round(10 ** 4.5)
+
+
+def test_saved_figure_and_csv_are_what_the_page_shows():
+    """The toolbar's files: PNG/SVG/PDF of the figure; the CSV holds panel (b)'s curve as drawn,
+    the settings with C and n*, n* = C·m and the preset's published points."""
+    import csv
+    import io
+
+    app = BoundsApp(canvas="image")
+    app.set(preset=PYTHIA, m=3)
+    assert app.figure_bytes("png").startswith(b"\x89PNG\r\n\x1a\n")
+    assert app.figure_bytes("pdf").startswith(b"%PDF-")
+    assert b"<svg" in app.figure_bytes("svg")[:1000]
+    assert app.offer_data() == "accesslib-nb01-bounds.csv"
+    rows = list(csv.DictReader(io.StringIO(app.data_csv())))
+    assert list(rows[0])[:10] == ["panel", "d", "vocab_size", "eps", "r", "m", "C", "n_star", "log10_accessible",
+                                  "n50_bound"]
+    assert {"n", "log10_fraction", "n50"} <= set(rows[0])
+    (settings,) = [r for r in rows if r["panel"] == "settings"]
+    v = app.values
+    assert (int(settings["d"]), int(settings["vocab_size"]), int(settings["m"])) == (768, 50304, 3)
+    for k in ("eps", "r", "C", "n_star", "log10_accessible"):
+        assert float(settings[k]) == v[k]                          # full precision
+    assert f"n* = C·m = <b>{float(settings['n_star']):,.1f}</b>" in app.readout.value
+    curve = [r for r in rows if r["panel"] == "(b) reachable share"]
+    x, y = app.art_b["line"].get_data()
+    assert [float(r["n"]) for r in curve] == list(x) and [float(r["log10_fraction"]) for r in curve] == list(y)
+    line = [r for r in rows if r["panel"] == "(c) n* = C·m"]
+    assert [float(r["n_star"]) for r in line[:4]] == [0.0, v["C"], 2 * v["C"], 3 * v["C"]]
+    pg19 = [r for r in rows if r["panel"] == "(c) published n50 (PG19)"]
+    assert [float(r["n50"]) for r in pg19] == list(app.art_c["points"]["PG19"].lines[0].get_ydata())

@@ -68,6 +68,17 @@ def test_cramming_app_run_fills_store_table_and_curve(store):
     app.stop()
     assert app.status.value == summary and "finished" in summary
     assert not app.stop_requested
+    # Download data: the stored counts the curve shows, and this run's loss
+    import csv
+    import io
+    rows = list(csv.DictReader(io.StringIO(app.data_csv())))
+    acc = [r for r in rows if r["panel"] == "accessibility"]
+    assert [(int(r["n"]), int(r["successes"]), int(r["strings"])) for r in acc] == list(
+        zip(app.curves[1]["lengths"], app.curves[1]["successes"], app.curves[1]["totals"]))
+    assert [float(r["fraction"]) for r in acc] == list(line.get_ydata())
+    assert {(r["model"], r["source"], r["protocol"]) for r in acc} == {(embedded.DEFAULT, "tokens", "fast")}
+    assert len([r for r in rows if r["panel"] == "loss"]) == len(app.loss_steps)
+    assert app.figure_bytes("png").startswith(b"\x89PNG")
 
 
 def test_cramming_app_stop_keeps_finished(store):

@@ -31,8 +31,10 @@ def test_predicted_app_moves_line_with_eps(fast_bundle, tmp_path, monkeypatch):
     assert list(app.art["measured"].lines[0].get_ydata()) == pytest.approx(n50)
 
 
-def test_sweep_app_runs_in_process_and_fills_the_curve(tmp_path):
+def test_sweep_app_runs_in_process_and_fills_the_curve(tmp_path, monkeypatch):
     from accesslib.apps.nb03_predicted import SweepApp, default_sweep
+
+    monkeypatch.setenv("ACCESSLIB_HOME", str(tmp_path / "home"))   # default_sweep names the default store
 
     spec = dict(default_sweep(fast=True), store=str(tmp_path / "s.sqlite"), source="tokens")
     app = SweepApp(spec=spec, scheduler="inprocess", canvas="agg")

@@ -36,3 +36,25 @@ def test_precision_app_runs_on_tiny_model():
     assert list(b["prompts"]) == [4, 16, 64]
     assert np.all(np.diff(b["distinct"]) >= 0) and np.all(b["distinct"] <= b["prompts"])
     assert list(app.distinct.get_ydata()) == list(b["distinct"])
+
+
+def test_packing_app_saves_its_figure_and_counts():
+    import csv
+    import io
+
+    from accesslib.apps.nb07_packing import PackingApp
+
+    app = PackingApp(r=2.0, eps=1.0, d=3, method="lattice", canvas="agg")
+    assert b"<svg" in app.figure_bytes("svg")[:1000] and app.figure_bytes("png").startswith(b"\x89PNG")
+    rows = list(csv.DictReader(io.StringIO(app.data_csv())))
+    counts = [r for r in rows if r["panel"] == "counts"]
+    assert [float(r["r_over_eps"]) for r in counts] == list(app.art_counts["lattice"].get_xdata())
+    assert [float(r["log10_lattice"]) for r in counts] == list(app.art_counts["lattice"].get_ydata())
+    assert [float(r["log10_bound"]) for r in counts] == list(app.art_counts["bound"].get_ydata())
+    (here,) = [r for r in rows if r["panel"] == "this packing"]
+    n = len(app.pts.get_offsets())
+    assert int(here["points"]) == n and here["method"] == "lattice" and int(here["d"]) == 3
+    assert float(here["log10_count"]) == app.here.get_ydata()[0]
+    assert f"<b>{n:,}</b>" in app.readout.value and f"<b>{float(here['bound']):,.1f}</b>" in app.readout.value
+    pts = [r for r in rows if r["panel"] == "points"]
+    assert len(pts) == n and all(r["z"] != "" for r in pts)

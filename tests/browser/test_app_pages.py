@@ -97,3 +97,34 @@ def test_geometry_page_shows_the_stored_measurement(voila_server, page):
     assert "tokens never hit in N = 1,000,000" in text and "effective ε" in text
     assert figs.nth(1).screenshot() != before
     assert_no_error(page)
+
+
+def test_save_figure_and_download_data_reach_the_browser(voila_server, page):
+    """08: Save figure (SVG) and Download data each give a link that the browser saves under the
+    app's file name, with the right content; the page stays free of errors."""
+    import csv
+    import io
+
+    open_app(page, voila_server, "08-unbounded-context.ipynb")
+    link = page.locator(".accesslib-download a").first
+    for fmt, magic in (("SVG", b"<svg"), ("PNG", b"\x89PNG\r\n\x1a\n")):
+        page.locator(".accesslib-toolbar select").first.select_option(label=fmt)
+        wait_idle(page, 500)
+        _button(page, "Save figure").click()
+        page.wait_for_function(
+            f"() => /\\.{fmt.lower()}$/.test(document.querySelector('.accesslib-download a')?.download || '')",
+            timeout=30000)
+        with page.expect_download(timeout=30000) as dl:
+            link.click()
+        assert dl.value.suggested_filename == f"accesslib-nb08-meanfield.{fmt.lower()}"
+        data = open(dl.value.path(), "rb").read()
+        assert magic in data[:1000]
+    _button(page, "Download data").click()
+    page.wait_for_function("() => /\\.csv$/.test(document.querySelector('.accesslib-download a')?.download || '')",
+                           timeout=30000)
+    with page.expect_download(timeout=30000) as dl:
+        link.click()
+    assert dl.value.suggested_filename == "accesslib-nb08-meanfield.csv"
+    rows = list(csv.DictReader(io.StringIO(open(dl.value.path(), encoding="utf-8").read())))
+    assert rows[0]["panel"] == "(a) outputs" and {"original", "changed", "difference"} <= set(rows[0])
+    assert_no_error(page)
