@@ -43,6 +43,27 @@ def _free_port():
         return s.getsockname()[1]
 
 
+def stop_process_group(proc, timeout=15):
+    """Stop a server started with start_new_session=True and everything it started (SIGTERM,
+    then SIGKILL after ``timeout`` seconds)."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=timeout)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.fixture(scope="session")
+def servers():
+    """For tests that start a server of their own: ``free_port()`` and ``stop(proc)``."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(free_port=_free_port, stop=stop_process_group)
+
+
 @pytest.fixture(scope="session")
 def voila_server():
     """Serve notebooks/ with Voila on 127.0.0.1 (ACCESSLIB_FAST=1); yield the base URL."""
@@ -75,15 +96,7 @@ def voila_server():
             time.sleep(0.5)
         yield base
     finally:
-        # stop the server we started (and its kernels: same process group)
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=15)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        stop_process_group(proc)   # the server we started and its kernels
         log.close()
         shutil.rmtree(tmp, ignore_errors=True)
 

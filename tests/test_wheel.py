@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -145,15 +143,9 @@ def test_missing_extra_is_one_line(venv, argv, extra):
     assert len(err) == 1 and f'pip install "accesslib[{extra}]"' in err[0], r.stderr
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def test_app_serves_the_shipped_notebooks(venv):
+def test_app_serves_the_shipped_notebooks(venv, servers):
     venv.pip(f"{venv.wheel}[apps]")
-    port = _free_port()
+    port = servers.free_port()
     log = open(venv.root / "app.log", "w+")
     proc = subprocess.Popen([str(venv.bin / "accesslib"), "app", "--port", str(port)], cwd=venv.work,
                             env=venv.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -176,12 +168,5 @@ def test_app_serves_the_shipped_notebooks(venv):
         assert "01-counting-bound.ipynb" in body
         assert url in text  # accesslib app prints the index address
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=20)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        servers.stop(proc, timeout=20)
         log.close()
