@@ -13,7 +13,11 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 __all__ = ["fail", "check_int", "check_float", "check_array", "check_choice", "check_int_list",
-           "parse_int_list", "arg_type"]
+           "parse_int_list", "arg_type", "short_repr", "fail_short", "check_seed", "SEED_MAX",
+           "check_callable", "check_token_ids"]
+
+#: The largest seed accepted anywhere (numpy's and torch's generators take 64-bit seeds).
+SEED_MAX = 2**64 - 1
 
 
 def _range(low, high, *, low_open=False, high_open=False, whole=False, plural=False) -> str:
@@ -60,11 +64,61 @@ def check_float(name: str, value, low=None, high=None, *, low_open=False, high_o
     return v
 
 
+def check_seed(name: str, value) -> int:
+    """A seed: a whole number (Python or numpy int; never a bool, a float such as 1.7 or 1.0, or
+    a string) in 0..2**64 - 1. A huge value is named in a short message, never a traceback."""
+    allowed = f"a whole number in 0..{SEED_MAX} (2**64 - 1)"
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        fail_short(name, allowed, value)
+    if not 0 <= int(value) <= SEED_MAX:
+        fail_short(name, allowed, value)
+    return int(value)
+
+
+def check_callable(name: str, value, allowed: str = "a callable or None"):
+    """None or a callable (a function given where one is called back later)."""
+    if value is not None and not callable(value):
+        fail_short(name, allowed, value)
+    return value
+
+
+def check_token_ids(name: str, value) -> list[int]:
+    """None (no ids) or a sequence of whole numbers >= 0 (list, tuple, 1-D array or tensor).
+    A string or bytes is not a sequence of ids ('12' is refused, never read as [1, 2]); bools
+    and fractional numbers are refused."""
+    allowed = "None or a list of token ids (whole numbers >= 0)"
+    if value is None:
+        return []
+    if isinstance(value, (str, bytes, bytearray, Mapping)) or not hasattr(value, "__iter__"):
+        fail_short(name, allowed, value)
+    if hasattr(value, "tolist") and getattr(value, "ndim", 1) != 1:
+        fail_short(name, allowed + " (1-D)", value)
+    items = value.tolist() if hasattr(value, "tolist") else list(value)
+    for v in items:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 0:
+            fail_short(name, allowed, value)
+    return [int(v) for v in items]
+
+
+def _has_bool(value) -> bool:
+    """True when ``value`` is a bool or holds one (a bool array, a list with a bool anywhere)."""
+    if isinstance(value, (bool, np.bool_)):
+        return True
+    if isinstance(value, np.ndarray):
+        if value.dtype == bool:
+            return True
+        return value.dtype == object and any(_has_bool(v) for v in value.flat)
+    if isinstance(value, (list, tuple)):
+        return any(_has_bool(v) for v in value)
+    return str(getattr(value, "dtype", "")) in ("bool", "torch.bool")
+
+
 def check_array(name: str, value, *, low, low_open=False, integer=False, allowed: str | None = None):
-    """A number or an array of numbers, all finite and in range; returned as a float array."""
+    """A number or an array of numbers, all finite and in range; returned as a float array.
+    Bools are refused anywhere (a bool array, a list of bools, one bool among numbers)."""
     rng = allowed or _range(low, None, low_open=low_open, whole=integer)
-    if isinstance(value, (bool, np.bool_, str, bytes)) or value is None:
-        fail(name, rng, value)
+    if isinstance(value, (str, bytes)) or value is None or _has_bool(value):
+        fail_short(name, rng, value)
     try:
         arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError):
@@ -126,7 +180,7 @@ def arg_type(check, *args, **kwargs):
     and turns the check's message into argparse's one-line error."""
     def parse(text):
         try:
-            value = int(text) if check is check_int else float(text)
+            value = int(text) if check in (check_int, check_seed) else float(text)
         except ValueError:
             value = text
         try:
@@ -135,3 +189,61 @@ def arg_type(check, *args, **kwargs):
             raise argparse.ArgumentTypeError(str(err).removeprefix("value ")) from None
     parse.__name__ = check.__name__.removeprefix("check_")
     return parse
+
+
+def short_repr(value, limit: int = 80) -> str:
+    """``repr(value)``, cut to at most ``limit`` characters ("..." at the end) without building
+    the whole text: a list of 10**9 elements (or a nest of shared lists) costs as much as its
+    first few. Lists, tuples, dicts and sets are walked; anything else is repr'd and cut."""
+    out: list[str] = []
+    size = 0
+
+    def emit(text: str) -> None:
+        nonlocal size
+        out.append(text)
+        size += len(text)
+
+    def walk(v, depth: int) -> None:
+        if size > limit:
+            return
+        kind = type(v)
+        if kind in (list, tuple, set, frozenset, dict) and depth < 50:
+            if kind in (set, frozenset) and not v:
+                emit(f"{kind.__name__}()")
+                return
+            opening, closing = {list: "[]", tuple: "()", dict: "{}"}.get(kind, "{}")
+            if kind is frozenset:
+                opening, closing = "frozenset({", "})"
+            emit(opening)
+            for i, item in enumerate(v.items() if kind is dict else v):
+                if size > limit:
+                    return
+                if i:
+                    emit(", ")
+                if kind is dict:
+                    walk(item[0], depth + 1)
+                    emit(": ")
+                    walk(item[1], depth + 1)
+                else:
+                    walk(item, depth + 1)
+            if kind is tuple and len(v) == 1:
+                emit(",")
+            emit(closing)
+        elif isinstance(v, str) and len(v) > limit + 2:
+            emit(repr(v[:limit + 2]))
+        else:
+            try:
+                text = repr(v)
+            except Exception:  # e.g. an int too long to print
+                text = f"<{kind.__name__}>"
+            emit(text[:limit + 2])
+
+    walk(value, 0)
+    text = "".join(out)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def fail_short(name: str, allowed: str, value: Any, limit: int = 80) -> None:
+    """:func:`fail` for values that may be huge (read from a file): the value's repr is cut to
+    ``limit`` characters (:func:`short_repr`); a short value reads exactly as with :func:`fail`."""
+    raise ValueError(f"{name} must be {allowed}; got {short_repr(value, limit)}")

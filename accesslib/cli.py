@@ -36,7 +36,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from accesslib._checks import arg_type, check_float, check_int, fail
+from accesslib._checks import arg_type, check_float, check_int, check_seed, fail
 
 #: argparse types: whole numbers >= 1 / >= 0, numbers > 0
 _POSITIVE_INT = arg_type(check_int, 1)
@@ -71,7 +71,8 @@ def _add_cram(p: argparse.ArgumentParser):
     p.add_argument("--bos", action="store_true",
                    help="put the model's BOS token before the memory (real models use it as an "
                         "attention sink)")
-    p.add_argument("--seed", type=_COUNT, default=0, help="seed of the targets and the initial memory")
+    p.add_argument("--seed", type=arg_type(check_seed), default=0,
+                   help="seed of the targets and the initial memory (0..2**64 - 1)")
     p.add_argument("--precision", type=_POSITIVE_FLOAT, default=0.02,
                    help="bisect search: target relative stderr of n50 (default 0.02)")
     p.add_argument("--max-length", type=_POSITIVE_INT, default=1000, help="longest target (default 1000)")
@@ -107,8 +108,9 @@ def _run_cram(args) -> int:
     if args.threads:
         import torch
         torch.set_num_threads(args.threads)
-    lm = _load(args.model, args.dtype, args.device)
+    # the store first: a file that cannot hold results is refused before the model loads
     store = ResultsStore(args.store) if args.store else ResultsStore()
+    lm = _load(args.model, args.dtype, args.device)
     overrides = dict(max_steps=args.max_steps, patience=args.patience, lr=args.lr)
     if args.bos:
         from accesslib.engine.cramming import default_prefix
@@ -195,7 +197,7 @@ def _add_geometry(p: argparse.ArgumentParser):
                    help="a measured slope (tokens per vector) to divide by; default: the "
                         "model's shipped cramming bundle, when there is one")
     p.add_argument("--out", default=None, help="write the geometry record (JSON) here")
-    p.add_argument("--seed", type=_COUNT, default=0)
+    p.add_argument("--seed", type=arg_type(check_seed), default=0, help="seed (0..2**64 - 1)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32")
     p.add_argument("--threads", type=_POSITIVE_INT, default=None, help="torch CPU threads")
@@ -294,7 +296,12 @@ def _add_sweep(p: argparse.ArgumentParser):
     p.add_argument("--store", default=None, help="results store path (overrides the file)")
     p.add_argument("--write", choices=WRITE, default=None,
                    help="who writes rows: each worker, or the client (multi-host clusters)")
-    p.add_argument("--dry-run", action="store_true", help="list the jobs and exit")
+    p.add_argument("--dashboard-address", default=None, metavar="HOST:PORT",
+                   help="where the LocalCluster's Dask dashboard listens (default 127.0.0.1, a free "
+                        "port: this machine only; the dashboard has no login, so 0.0.0.0:PORT opens "
+                        "it to anyone on the network)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="check everything a run checks, list the jobs and exit")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -302,10 +309,12 @@ def _run_sweep(args) -> int:
     """Exit status 0 done, 1 failed jobs, 130 interrupted (a bad description: 2, from main)."""
     from accesslib.experiments import sweep
 
+    # every check a run makes, before anything starts (a dry run makes the same ones)
+    spec = sweep.load_spec(args.file, store=args.store, workers=args.workers)
+    sweep.check_run(spec, scheduler=args.scheduler, write=args.write, dashboard_address=args.dashboard_address)
     needs_dask = not args.dry_run and args.scheduler != "inprocess"
     if needs_dask and _missing_extra("sweep", "sweep", ["distributed"]):
         return 2
-    spec = sweep.load_spec(args.file, store=args.store, workers=args.workers)
     if args.dry_run:
         jobs = spec.jobs()
         print(f"{len(jobs)} jobs, store {spec.store_path()}")
@@ -314,7 +323,7 @@ def _run_sweep(args) -> int:
         return 0
     try:
         report = sweep.run_sweep(spec, scheduler=args.scheduler, progress=not args.no_progress,
-                                 write=args.write)
+                                 write=args.write, dashboard_address=args.dashboard_address)
     except KeyboardInterrupt:
         print("\ninterrupted: finished strings are in the store; run the same command to resume")
         return 130
@@ -382,6 +391,9 @@ def _run_app(args) -> int:
 
     if _missing_extra("app", "apps", ["voila", "ipywidgets", "ipympl"]):
         return 2
+    from accesslib.apps.policy import public_mode
+
+    public_mode()   # a bad ACCESSLIB_PUBLIC is refused here, before the server starts
     argv, folder, env = voila_command(args.port, args.public)
     print(f"\n  accesslib apps: http://127.0.0.1:{args.port}/voila/render/00-index.ipynb"
           f"{'  (public mode)' if args.public else ''}\n  (Ctrl-C to stop)\n", flush=True)
@@ -613,12 +625,19 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print(f"accesslib {args.command}: interrupted", file=sys.stderr)
         return 130
-    except ValueError as e:
+    except ValueError as e:  # argument checks, and the results store's StoreError (a ValueError)
         print(f"accesslib {args.command}: error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2
     except (RuntimeError, OSError) as e:
         print(f"accesslib {args.command}: error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 1
+    except Exception as e:  # a SQLite error outside the results store (which raises StoreError)
+        import sqlite3
+        if not isinstance(e, sqlite3.Error):
+            raise
+        print(f"accesslib {args.command}: error: SQLite: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
+              file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -255,7 +255,8 @@ def test_store_merge(tmp_path, capsys):
     (["store", "summary", "--store", "{tmp}/absent.sqlite"],
      "accesslib store summary: error: --store must be an existing results store file; got '{tmp}/absent.sqlite'"),
     (["store", "summary", "--store", "{tmp}/text.sqlite"],
-     "accesslib store summary: error: --store must be a results store (SQLite said: file is not a database)"),
+     "accesslib store summary: error: results store {tmp}/text.sqlite: not an accesslib results store "
+     "(not a SQLite database)"),
     (["store", "export", "--csv", "/nonexistent/dir/x.csv", "--store", "{tmp}/r.sqlite"],
      "accesslib store export: error: --csv must be a file in an existing folder (/nonexistent/dir does not exist)"),
     (["store", "merge", "{tmp}/absent.sqlite", "--store", "{tmp}/r.sqlite"],

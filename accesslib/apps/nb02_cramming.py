@@ -16,7 +16,7 @@ import ipywidgets as W
 
 from accesslib._checks import parse_int_list
 from accesslib.apps.base import App, BackgroundRun
-from accesslib.apps.policy import current_policy
+from accesslib.apps.policy import app_policy
 from accesslib.config import FAST
 from accesslib.plots import cramming as cram_plots
 from accesslib.plots.style import UI_COLORS
@@ -78,7 +78,7 @@ class CrammingApp(App):
         from accesslib.models import embedded
         from accesslib.results.store import ResultsStore
 
-        self.policy = policy or current_policy()
+        self.policy = policy or app_policy()  # a bad ACCESSLIB_PUBLIC: shown, every run refused
         self.store = store if isinstance(store, ResultsStore) else ResultsStore(store)
         self.fast = fast
         choices = model_choices(self.policy)
@@ -143,6 +143,8 @@ class CrammingApp(App):
         for w in (self.model, self.source, self.protocol, self.max_steps):
             w.observe(self.refresh, names="value")
         self.refresh()
+        if self.policy.error is not None:
+            self.show_error(self.policy.error)
 
     # -- settings ---------------------------------------------------------------------------
     def request(self) -> dict:
@@ -169,7 +171,7 @@ class CrammingApp(App):
         req = self.request()
         ph = self._protocol_hash(req)
         curves = {}
-        for run in self.store.runs():
+        for run in self.store.runs(cached=True):  # reads only the rows added since
             if run["model"] == req["model"] and run["source"] == req["source"] and run["protocol_hash"] == ph:
                 m = int(run["m"])
                 counts = self.store.curve(req["model"], m, req["source"], ph)

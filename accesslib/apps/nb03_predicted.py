@@ -14,7 +14,7 @@ import ipywidgets as W
 
 from accesslib.apps.base import App, BackgroundRun
 from accesslib.apps.nb02_cramming import curve_from_counts, curve_rows
-from accesslib.apps.policy import current_policy
+from accesslib.apps.policy import app_policy
 from accesslib.config import FAST
 from accesslib.plots import cramming as cram_plots
 from accesslib.plots.style import dataset_color
@@ -146,7 +146,7 @@ class SweepApp(App):
         super().__init__(canvas=canvas)
         from accesslib.experiments.sweep import load_spec
 
-        self.policy = policy or current_policy()
+        self.policy = policy or app_policy()  # a bad ACCESSLIB_PUBLIC: shown, every run refused
         self.spec = load_spec(spec if spec is not None else default_sweep(fast))
         self.scheduler = scheduler
         self.run = None          # the SweepRun of the last launch
@@ -159,8 +159,9 @@ class SweepApp(App):
                                     stop_message="stopping: running jobs keep the strings they finished ...")
         self.stop_button = self.runner.stop_button
         self.controls.children = [
-            W.HTML(f"<span style='font-size:90%'>sweep: models {', '.join(self.spec.model_labels)}; "
-                   f"m = {self.spec.m}; lengths {self.spec.lengths}; {self.spec.samples} strings each; "
+            W.HTML(f"<span style='font-size:90%'>sweep: models {html.escape(', '.join(map(str, self.spec.model_labels)))}; "
+                   f"m = {html.escape(str(self.spec.m))}; lengths {html.escape(str(self.spec.lengths))}; "
+                   f"{html.escape(str(self.spec.samples))} strings each; "
                    f"store {html.escape(str(self.spec.store_path()))}</span>"),
             W.HBox([self.run_button, self.stop_button, self.progress])]
         ax = self.fig.add_subplot(1, 1, 1)
@@ -168,8 +169,12 @@ class SweepApp(App):
         self.art = cram_plots.plot_accessibility(ax)
         self.run_button.on_click(lambda _: self.guard(self.start))
         self.refresh()
+        if self.policy.error is not None:
+            self.show_error(self.policy.error)
 
     def start(self):
+        if self.policy.error is not None:
+            raise ValueError(self.policy.error)
         if self.policy.public:
             raise ValueError("sweeps start worker processes: they are switched off on this public server")
         self.runner.start(self._work, on_done=self._done)

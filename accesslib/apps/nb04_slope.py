@@ -5,6 +5,7 @@ the predicted C (proportional to d/ln|V|), and whether the ratio C/a stays const
 """
 from __future__ import annotations
 
+import html
 import math
 
 import ipywidgets as W
@@ -81,7 +82,8 @@ class SlopeApp(App):
         self.readout.value = (
             "<table style='font-size:90%' cellpadding='3'><tr><th>model</th><th>d</th><th>|V|</th>"
             "<th>measured a</th><th>R²</th><th>C</th><th>C/a</th></tr>" + "".join(
-                f"<tr><td>{r['model']}</td><td>{r['d']}</td><td>{r['vocab_size']}</td>"
+                f"<tr><td>{html.escape(str(r['model']))}</td><td>{html.escape(str(r['d']))}</td>"
+                f"<td>{html.escape(str(r['vocab_size']))}</td>"
                 f"<td>{r['slope']:.2f} ± {(r['slope_stderr'] or float('nan')):.2f}</td>"
                 f"<td>{(r['r2'] if r['r2'] is not None else float('nan')):.3f}</td>"
                 f"<td>{(r['C'] or float('nan')):.1f}</td><td>{(r['ratio'] or float('nan')):.1f}</td></tr>"

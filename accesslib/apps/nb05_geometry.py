@@ -8,6 +8,7 @@ Drag a row's tip (with ``%matplotlib widget``) or use the sliders.
 """
 from __future__ import annotations
 
+import html
 import math
 
 import ipywidgets as W
@@ -341,10 +342,11 @@ class ModelGeometryApp(App):
         eff = ""
         if v.get("eff") is not None:
             e = v["eff"]
-            eff = (f"<br>effective ε (smallest relative change of {e['around']} that changes the "
-                   f"greedy output, {e['directions']} directions): median <b>{e['q50']}</b> "
-                   f"(10-90%: {e['q10']} to {e['q90']}) vs ε/r<sub>∞</sub> = "
-                   f"{v['eps'] / v['r_inf']:.3g} from {v['dtype']}")
+            eff = (f"<br>effective ε (smallest relative change of {html.escape(str(e['around']))} that "
+                   f"changes the greedy output, {e['directions']} directions): median "
+                   f"<b>{html.escape(str(e['q50']))}</b> (10-90%: {html.escape(str(e['q10']))} to "
+                   f"{html.escape(str(e['q90']))}) vs ε/r<sub>∞</sub> = "
+                   f"{v['eps'] / v['r_inf']:.3g} from {html.escape(str(v['dtype']))}")
         conv = v.get("convergence") or []
         if len(conv) > 1:
             from accesslib.theory.stats import describe_convergence
@@ -360,7 +362,7 @@ class ModelGeometryApp(App):
         else:
             rule = "[A]'s rule: never-hit tokens dropped"
         self.readout.value = (
-            f"<b>{v['name']}</b>{v['source']}: d = {v['d']}, |V| = {v['vocab_size']:,}, {v['n']:,} samples · "
+            f"<b>{html.escape(str(v['name']))}</b>{html.escape(str(v['source']))}: d = {v['d']}, |V| = {v['vocab_size']:,}, {v['n']:,} samples · "
             f"r<sub>∞</sub> = {v['r_inf']:.3g}, r<sub>2</sub> = {v['r_2']:.3g}, min cos = {v['min_cos']:.3f} "
             f"(φ = {math.degrees(v['phi']):.1f}°) · ε = {v['eps']:.3g} · s<sub>conv</sub> = "
             f"<b>{v['s_conv']:.2f}</b> nats/token ({rule}; ln|V| = {math.log(v['vocab_size']):.2f}) · "

@@ -44,7 +44,15 @@ from typing import Callable, Mapping
 import torch
 import torch.nn.functional as F
 
-from accesslib._checks import check_float, check_int, fail
+from accesslib._checks import (
+    check_callable,
+    check_float,
+    check_int,
+    check_seed,
+    check_token_ids,
+    fail,
+    fail_short,
+)
 from accesslib.engine.decoding import as_autocast_dtype, autocast, forward_options, greedy, token_ids
 from accesslib.models import facts
 from accesslib.models.loading import hf_model
@@ -250,10 +258,32 @@ def _is_beta(b) -> bool:
     return True
 
 
+def _check_model(model) -> None:
+    """A causal LM: a torch module with input embeddings and a config (what cram reads)."""
+    emb = None
+    if isinstance(model, torch.nn.Module) and hasattr(model, "get_input_embeddings"):
+        try:
+            emb = model.get_input_embeddings()
+        except (AttributeError, NotImplementedError, TypeError):
+            emb = None
+    if (emb is None or getattr(getattr(emb, "weight", None), "dim", lambda: 0)() != 2
+            or getattr(model, "config", None) is None):
+        fail_short("model", "a transformers causal LM or a LoadedModel (accesslib.models.loading.load_model)",
+                   model)
+
+
 def _validate(model, targets, m, prefix, first_token_as_input, lr, betas, weight_decay,
-              max_steps, patience, schedule, stop):
+              max_steps, patience, schedule, stop, seed=0, init_std=None, eps=1e-8,
+              on_step=None, on_string=None):
     """Every argument of :func:`cram`, in the package's message style (accesslib._checks)."""
+    _check_model(model)
     check_int("m", m, 1)
+    check_seed("seed", seed)
+    if init_std is not None:
+        check_float("init_std", init_std, 0, low_open=True)
+    check_float("eps", eps, 0, low_open=True)
+    check_callable("on_step", on_step)
+    check_callable("on_string", on_string)
     if not isinstance(targets, torch.Tensor):
         raise ValueError(f"targets must be a torch.LongTensor of shape [B, n]; got {type(targets).__name__}")
     if targets.dtype != torch.long:
@@ -314,9 +344,10 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
         success == tf_success and no greedy decoding is run (for speed measurements only).
     """
     model = hf_model(model)
+    check_token_ids("prefix_ids", prefix_ids)   # a str is not a list of ids ('12' is not [1, 2])
     prefix = token_ids(prefix_ids, "prefix_ids")
     _validate(model, targets, m, prefix, first_token_as_input, lr, betas, weight_decay,
-              max_steps, patience, schedule, stop)
+              max_steps, patience, schedule, stop, seed, init_std, eps, on_step, on_string)
     m, max_steps, patience = int(m), int(max_steps), int(patience)
     ac_dtype = as_autocast_dtype(autocast_dtype)
     t0 = time.perf_counter()

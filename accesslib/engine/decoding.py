@@ -29,7 +29,7 @@ from contextlib import nullcontext
 
 import torch
 
-from accesslib._checks import check_int, fail
+from accesslib._checks import check_int, check_token_ids, fail
 from accesslib.models.loading import hf_model, torch_dtype
 
 __all__ = ["greedy", "forward_options", "autocast", "as_autocast_dtype", "token_ids"]
@@ -65,17 +65,13 @@ def autocast(device, dtype):
 
 
 def token_ids(ids, name: str = "prefix_ids") -> list:
-    """A 1-D sequence of token ids (list, tuple, 1-D tensor) or None -> list of ints."""
-    if ids is None:
-        return []
+    """A 1-D sequence of token ids (list, tuple, 1-D array or tensor) or None -> list of ints
+    (:func:`accesslib._checks.check_token_ids`: a string is refused, never read as digits)."""
     if isinstance(ids, torch.Tensor):
         if ids.dim() != 1:
             raise ValueError(f"{name} must be a 1-D sequence of token ids; got shape {tuple(ids.shape)}")
-        return [int(t) for t in ids.tolist()]
-    try:
-        return [int(t) for t in ids]
-    except (TypeError, ValueError):
-        fail(name, "a list of token ids or None", ids)
+        ids = ids.tolist()
+    return check_token_ids(name, ids)
 
 
 def _cache_of(out):

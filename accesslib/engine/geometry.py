@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from accesslib._checks import check_choice, check_float, check_int, fail
+from accesslib._checks import check_choice, check_float, check_int, check_seed, fail
 from accesslib.config import FAST
 from accesslib.engine.decoding import greedy
 from accesslib.models import facts
@@ -120,7 +120,7 @@ def sample_support(model, lengths=None, per_length=None, *, batch_tokens=16384, 
 
     V = facts.shared_vocab_size(hf)   # input ids: ones both embeddings have, as cramming draws
     device = next(hf.parameters()).device
-    gen = torch.Generator().manual_seed(int(seed))
+    gen = torch.Generator().manual_seed(check_seed("seed", seed))
     jobs = []
     for L in lengths:
         bs = max(1, int(batch_tokens) // int(L))
@@ -145,7 +145,7 @@ def min_pairwise_cosine(x, max_points=4096, *, chunk=1024, seed=0):
         raise ValueError(f"x must be [N >= 2, d]; got shape {tuple(x.shape)}")
     check_int("max_points", max_points, 2)
     if x.shape[0] > max_points:
-        idx = torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(seed))[:max_points]
+        idx = torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(check_seed("seed", seed)))[:max_points]
         x = x[idx]
     u = x / x.norm(dim=1, keepdim=True).clamp_min(1e-30)
     best = math.inf
@@ -279,7 +279,7 @@ def effective_eps(model, memory=None, *, n_directions=16, n_tokens=4, prefix_ids
     t_max = check_float("t_max", t_max)
     if not t_max > t_min:
         fail("t_max", f"a number > t_min={t_min:g}", t_max)
-    g = torch.Generator().manual_seed(int(seed))
+    g = torch.Generator().manual_seed(check_seed("seed", seed))
     p = next(hf.parameters())
     if memory is None:   # the cramming init: normal * std(input embeddings) * embed_scale
         emb = hf.get_input_embeddings().weight.detach().float()
@@ -443,7 +443,7 @@ def cell_shares(W, b=None, *, n_samples=None, support="box", assign="argmax", lo
         b32 = -0.5 * (W32 ** 2).sum(1)
     if vocab_chunk is None:
         vocab_chunk = max(1024, min(V, (64 << 20) // max(1, sample_chunk)))
-    gen = torch.Generator().manual_seed(int(seed))
+    gen = torch.Generator().manual_seed(check_seed("seed", seed))
     draw = _support_sampler(support, lo=lo, hi=hi, radius=radius, samples=samples, hull_k=hull_k,
                             d=d, gen=gen)
     counts = torch.zeros(V, dtype=torch.long)

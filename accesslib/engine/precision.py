@@ -23,7 +23,7 @@ import math
 import numpy as np
 import torch
 
-from accesslib._checks import check_float, check_int
+from accesslib._checks import check_float, check_int, check_seed
 from accesslib.engine.cramming import init_std_of
 from accesslib.engine.decoding import greedy
 from accesslib.models.loading import hf_model
@@ -49,7 +49,7 @@ def base_memory(model, m=1, seed=0) -> torch.Tensor:
     model = hf_model(model)
     m = check_int("m", m, 1, 64)
     d = model.get_input_embeddings().weight.shape[1]
-    g = torch.Generator().manual_seed(int(seed))
+    g = torch.Generator().manual_seed(check_seed("seed", seed))
     return torch.randn(m, d, generator=g) * init_std_of(model)
 
 
@@ -74,7 +74,7 @@ def perturbation_test(model, n=8, radii=None, *, m=1, directions=16, seed=0, mem
     radii = np.asarray(eps * 10.0 ** np.arange(-2, 9.01, 0.5) if radii is None else radii, dtype=float)
     if radii.ndim != 1 or np.any(radii < 0) or not np.isfinite(radii).all():
         raise ValueError("radii must be a 1-D list of finite sizes >= 0")
-    g = torch.Generator().manual_seed(int(seed) + 1)
+    g = torch.Generator().manual_seed(check_seed("seed", seed) + 1)
     u = torch.randn(directions, *z.shape, generator=g, dtype=torch.float64)
     u /= u.flatten(1).norm(dim=1)[:, None, None]
     # perturb in float64, then round once to the model's dtype: what the model actually receives
@@ -103,7 +103,7 @@ def saturation_test(model, n=8, width=1.0, ks=(2, 4, 8, 16, 32), *, m=1, seed=0,
     ks = [check_int("k", k, 2, 128) for k in ks]
     z = base_memory(model, m, seed) if memory is None else torch.as_tensor(memory, dtype=torch.float32)
     scale = float(z.norm() / math.sqrt(z.shape[0]))
-    g = torch.Generator().manual_seed(int(seed) + 2)
+    g = torch.Generator().manual_seed(check_seed("seed", seed) + 2)
     q, _ = torch.linalg.qr(torch.randn(z.numel(), 2, generator=g))
     u, v = q[:, 0].reshape(z.shape), q[:, 1].reshape(z.shape)
     distinct, spacing = [], []

@@ -5,6 +5,12 @@ sample i does not depend on how many samples were asked for (``B``). Within a so
 of sample i at length n is a prefix of the one at length n' > n (the tokens are drawn as a
 stream and cut), so curves over n can share strings when a caller wants that.
 
+The B strings of one call are distinct (no two equal id sequences): sample i keeps its first
+candidate unless an earlier sample already has that string; then it draws further candidates
+(tokens, words: the next draws of its own stream; natural text: the chunk at the next line
+start) until it has a new one. A source that cannot supply B distinct strings of n tokens
+raises a ValueError naming the source, n, B and how many it can supply.
+
 Sources (docs/paper.md, section 5):
 - ``random_tokens``: token ids uniform over the vocabulary minus excluded (special) ids: the
   hardest case, ln|V| nats per token.
@@ -19,13 +25,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 import torch
 
-from accesslib._checks import check_choice, check_int
+from accesslib._checks import check_choice, check_int, check_seed, fail
 from accesslib.config import data_path
 
 __all__ = ["SOURCES", "random_tokens", "random_words", "natural_text", "make_targets", "word_list"]
@@ -39,10 +46,21 @@ _SALT = {"tokens": 11, "words": 23, "natural": 37}
 
 
 def _check(n, B, seed):
-    """n (target length in tokens) >= 1, B (number of strings) >= 1, seed >= 0."""
+    """n (target length in tokens) >= 1, B (number of strings) >= 1, seed in 0..2**64 - 1."""
     check_int("n", n, 1)
     check_int("B", B, 1)
-    check_int("seed", seed, 0)
+    check_seed("seed", seed)
+
+
+def _too_few(source: str, n: int, B: int, supply: str) -> None:
+    """The one message for a source that cannot give B distinct strings of n tokens."""
+    fail("B", f"at most the number of distinct strings of n={n} tokens that source {source!r} can "
+         f"supply ({supply})", B)
+
+
+#: Extra candidates one sample may draw before its source is judged unable to supply a new
+#: string (random words and natural text, whose number of distinct strings is not known ahead).
+_REDRAWS = 2000
 
 
 def _rng(source: str, seed: int, i: int) -> np.random.Generator:
@@ -69,8 +87,10 @@ def _finish(rows: list[list[int]], texts: list[str], return_texts: bool):
 
 def random_tokens(vocab_size: int, n: int, B: int, seed: int = 0, exclude: Iterable[int] = (),
                   *, tokenizer=None, return_texts: bool = False):
-    """B strings of n token ids drawn uniformly from ``range(vocab_size)`` minus ``exclude``.
+    """B distinct strings of n token ids drawn uniformly from ``range(vocab_size)`` minus ``exclude``.
 
+    A string equal to an earlier one is replaced by the next draw of its sample's stream; B
+    larger than the number of distinct strings, (allowed ids)^n, is refused.
     Returns LongTensor [B, n] (and the decoded texts if ``return_texts``; they need
     ``tokenizer``, else they are empty strings).
     """
@@ -79,7 +99,18 @@ def random_tokens(vocab_size: int, n: int, B: int, seed: int = 0, exclude: Itera
     allowed = np.setdiff1d(np.arange(vocab_size), np.fromiter((int(e) for e in exclude), dtype=np.int64))
     if allowed.size == 0:
         raise ValueError("exclude removes every token id: nothing left to draw from")
-    rows = [allowed[_rng("tokens", seed, i).integers(0, allowed.size, size=n)].tolist() for i in range(B)]
+    size = int(allowed.size)
+    if n * math.log2(size) < 64 and size ** n < B:
+        _too_few("tokens", n, B, f"{size ** n} = {size}^{n} from {size} allowed token ids")
+    rows, seen = [], set()
+    for i in range(B):
+        rng = _rng("tokens", seed, i)
+        while True:
+            row = allowed[rng.integers(0, size, size=n)].tolist()
+            if tuple(row) not in seen:
+                break
+        seen.add(tuple(row))
+        rows.append(row)
     texts = [_decode(tokenizer, r) if tokenizer is not None else "" for r in rows] if return_texts else []
     return _finish(rows, texts, return_texts)
 
@@ -100,23 +131,32 @@ def random_words(tokenizer, n: int, B: int, seed: int = 0, *, words: Sequence[st
     """B strings of random words joined by spaces, tokenized and cut to n tokens ([A]'s "Random").
 
     Words are drawn uniformly with replacement from ``words`` (default: the shipped list) as a
-    stream of blocks, so a longer n extends the same string. Returns LongTensor [B, n] (and the
+    stream of blocks, so a longer n extends the same string. The B strings are distinct: a string
+    equal to an earlier one is replaced by a fresh draw of words from its sample's stream (a
+    ValueError when no new string turns up in many draws). Returns LongTensor [B, n] (and the
     decoded texts of the n tokens if ``return_texts``).
     """
     _check(n, B, seed)
     vocab = tuple(words) if words is not None else word_list()
     if not vocab:
         raise ValueError("words must not be empty")
-    rows, texts = [], []
+    rows, texts, seen = [], [], set()
     for i in range(B):
         rng = _rng("words", seed, i)
-        drawn: list[str] = []
-        while True:
-            # ~1.3 tokens per common word: one block usually suffices; more blocks extend it.
-            drawn += [vocab[j] for j in rng.integers(0, len(vocab), size=max(16, n))]
-            ids = _encode(tokenizer, " ".join(drawn))
-            if len(ids) > n:  # > n: the last kept token is never a word cut by the block end
+        for _ in range(_REDRAWS + 1):
+            drawn: list[str] = []
+            while True:
+                # ~1.3 tokens per common word: one block usually suffices; more blocks extend it.
+                drawn += [vocab[j] for j in rng.integers(0, len(vocab), size=max(16, n))]
+                ids = _encode(tokenizer, " ".join(drawn))
+                if len(ids) > n:  # > n: the last kept token is never a word cut by the block end
+                    break
+            if tuple(ids[:n]) not in seen:
                 break
+        else:
+            _too_few("words", n, B, f"it gave {len(seen)} distinct strings, then none new in "
+                     f"{_REDRAWS} further draws")
+        seen.add(tuple(ids[:n]))
         rows.append(ids[:n])
         if return_texts:
             texts.append(_decode(tokenizer, ids[:n]))
@@ -148,8 +188,10 @@ def natural_text(tokenizer, n: int, B: int, seed: int = 0, text: str | None = No
     """B chunks of natural text, each from the start of a random line, cut to n tokens ([A]'s "PG19").
 
     ``text`` defaults to the held-out split of the shipped public-domain corpus. A chunk that
-    runs past the end of the text continues from its beginning. Returns LongTensor [B, n]
-    (and the decoded texts if ``return_texts``).
+    runs past the end of the text continues from its beginning. The B chunks are distinct: a
+    chunk equal to an earlier one (e.g. "And" at n=1) is replaced by the chunk at the next line
+    start that gives a new one; when no line start does, a ValueError says how many distinct
+    chunks the text has. Returns LongTensor [B, n] (and the decoded texts if ``return_texts``).
     """
     _check(n, B, seed)
     if text is None:
@@ -157,27 +199,47 @@ def natural_text(tokenizer, n: int, B: int, seed: int = 0, text: str | None = No
     if not isinstance(text, str) or not text.strip():
         raise ValueError("text must be a non-empty string")
     starts = _line_starts(text)
-    rows, texts = [], []
+    chunks: dict[int, tuple] = {}   # line index -> its chunk of n ids (each encoded once)
+
+    def chunk(k: int) -> tuple:
+        if k not in chunks:
+            chunks[k] = tuple(_chunk(tokenizer, text, int(starts[k]), n))
+        return chunks[k]
+
+    rows, texts, seen = [], [], set()
     for i in range(B):
-        start = int(starts[_rng("natural", seed, i).integers(0, len(starts))])
-        width = 8 * n + 64  # characters; grown until the window holds more than n tokens
-        while True:
-            window = text[start:start + width]
-            wrapped = start + width > len(text)
-            if wrapped:
-                window = (window + "\n" + text * (1 + width // len(text)))[:width]
-            ids = _encode(tokenizer, window)
-            if len(ids) > n:
+        first = int(_rng("natural", seed, i).integers(0, len(starts)))
+        for step in range(len(starts)):
+            ids = chunk((first + step) % len(starts))
+            if ids not in seen:
                 break
-            if len(window) < width and not wrapped:
-                raise ValueError("text is too short to give a chunk")
-            width *= 2
-            if width > 64 * len(text) + 64 * n:
-                raise ValueError(f"text gives fewer than n={n} tokens even when repeated")
-        rows.append(ids[:n])
+        else:
+            _too_few("natural", n, B, f"{len(seen)} distinct chunks from the text's {len(starts)} line "
+                     "starts")
+        seen.add(ids)
+        ids = list(ids)
+        rows.append(ids)
         if return_texts:
             texts.append(_decode(tokenizer, ids[:n]))
     return _finish(rows, texts, return_texts)
+
+
+def _chunk(tokenizer, text: str, start: int, n: int) -> list[int]:
+    """The first n token ids of ``text`` from character ``start`` (wrapping to its beginning)."""
+    width = 8 * n + 64  # characters; grown until the window holds more than n tokens
+    while True:
+        window = text[start:start + width]
+        wrapped = start + width > len(text)
+        if wrapped:
+            window = (window + "\n" + text * (1 + width // len(text)))[:width]
+        ids = _encode(tokenizer, window)
+        if len(ids) > n:
+            return ids[:n]
+        if len(window) < width and not wrapped:
+            raise ValueError("text is too short to give a chunk")
+        width *= 2
+        if width > 64 * len(text) + 64 * n:
+            raise ValueError(f"text gives fewer than n={n} tokens even when repeated")
 
 
 def make_targets(source: str, n: int, B: int, seed: int = 0, *, tokenizer=None, vocab_size=None,

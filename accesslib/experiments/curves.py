@@ -16,6 +16,7 @@ The fits of these curves (n50, slope) are in :mod:`accesslib.theory.stats`.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -24,8 +25,17 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 from scipy.special import expit
 
-from accesslib._checks import check_choice, check_float, check_int, check_int_list, fail
-from accesslib.engine.cramming import protocol_settings
+from accesslib._checks import (
+    check_callable,
+    check_choice,
+    check_float,
+    check_int,
+    check_int_list,
+    check_seed,
+    fail,
+    fail_short,
+)
+from accesslib.engine.cramming import SCHEDULES, protocol_settings
 from accesslib.results.store import ResultsStore, protocol_hash, target_hash
 from accesslib.theory.stats import N50Fit, fit_n50
 
@@ -48,10 +58,17 @@ def hashed_settings(protocol: str | Mapping[str, Any] = "paper", overrides: Mapp
                     *, text: str | None = None) -> dict:
     """What the protocol hash is taken of, and what the store records under it: the cram settings
     ``protocol_settings(protocol, **overrides)`` (an override of None keeps the protocol's value),
-    plus ``source_text`` (a digest of ``text``) when the targets come from a given text."""
+    plus ``source_text`` (a digest of ``text``) when the targets come from a given text.
+    A ``schedule`` must be a declared name (or None): a callable has no name that is the same
+    in every process, so it is refused."""
     from accesslib.engine.targets import text_digest
 
     out = dict(protocol_settings(protocol, **dict(overrides or {})))
+    schedule = out.get("schedule")
+    if schedule is not None and (not isinstance(schedule, str) or schedule not in SCHEDULES):
+        # a callable's name (or repr) differs between processes and runs: a resumed run would
+        # never find its rows again, so only a declared name is hashed
+        fail("schedule", f"one of {', '.join(map(repr, SCHEDULES))} or None to be stored", schedule)
     if text is not None:
         out["source_text"] = text_digest(text)
     return out
@@ -332,8 +349,17 @@ def accessibility_curve(model, m: int, lengths: Sequence[int] | None = None, sam
 
     m = check_int("m", m, 1)
     samples = check_int("samples", samples, 1)
-    seed = check_int("seed", seed)
+    seed = check_seed("seed", seed)
     check_choice("source", source, _targets.SOURCES)
+    # the store, the callbacks and the text before anything loads or runs
+    if store is not None and not isinstance(store, (str, os.PathLike, ResultsStore)):
+        fail_short("store", "None, a results store file path or a ResultsStore", store)
+    if text is not None and (not isinstance(text, str) or not text.strip()):
+        fail_short("text", "None or a non-empty string", text)
+    if model_name is not None and (not isinstance(model_name, str) or not model_name.strip()):
+        fail_short("model_name", "None or a non-empty string", model_name)
+    check_callable("on_string", on_string)
+    check_callable("on_step", on_step)
     if search is None:
         search = "grid" if lengths is not None else "bisect"
     check_choice("search", search, SEARCHES)
@@ -354,7 +380,7 @@ def accessibility_curve(model, m: int, lengths: Sequence[int] | None = None, sam
         from accesslib.models.loading import load_model
         model = load_model(model)
     hf, tok, name, vocab_size, max_ctx = _unwrap(model, tokenizer, model_name)
-    if isinstance(store, str) or (store is not None and not isinstance(store, ResultsStore)):
+    if store is not None and not isinstance(store, ResultsStore):
         store = ResultsStore(store)
     settings = protocol_settings(protocol, **cram_overrides)
     first_as_input = bool(settings.get("first_token_as_input", False))

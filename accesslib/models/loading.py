@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from accesslib._checks import check_choice, check_int
+from accesslib._checks import check_choice, check_int, check_seed
 from accesslib.models import facts
 
 FAMILIES = ("gpt_neox", "gpt2", "llama", "qwen2", "gemma3", "mamba")
@@ -144,6 +144,30 @@ def _offline() -> bool:
         os.environ.get("TRANSFORMERS_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
+#: Seconds the one network probe before a hub download may wait (see :func:`_hub_reachable`).
+HUB_PROBE_TIMEOUT = 2.0
+
+
+def _hub_reachable(timeout: float = HUB_PROBE_TIMEOUT) -> bool:
+    """One TCP connection to the hub's host (``HF_ENDPOINT``, default huggingface.co:443) with a
+    short timeout: False at once on a machine without network, so that a name that is not in the
+    local hub cache fails in about ``timeout`` seconds instead of after the hub client's retries."""
+    import socket
+    from urllib.parse import urlsplit
+
+    url = urlsplit(os.environ.get("HF_ENDPOINT", "").strip() or "https://huggingface.co")
+    host = url.hostname or "huggingface.co"
+    try:
+        port = url.port or (80 if url.scheme == "http" else 443)
+    except ValueError:
+        port = 443
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:   # no route, no DNS, refused, timed out
+        return False
+
+
 def _resolve_short_name(name: str):
     """(path, source) for an embedded or offline real-model short name, else (None, None)."""
     from accesslib.models import embedded, gguf
@@ -179,7 +203,9 @@ def load_model(name_or_path, dtype="float32", device="cpu", *, trust_remote_code
     """Load a frozen causal LM (eval mode, requires_grad False) with its tokenizer and facts.
 
     Resolution order: embedded short name, offline real-model short name, local directory,
-    hub name (local hub cache first, then the network unless HF_HUB_OFFLINE=1).
+    hub name (local hub cache first, then the network unless HF_HUB_OFFLINE=1 or
+    TRANSFORMERS_OFFLINE=1, or a one-off probe of the hub's host fails within
+    ``HUB_PROBE_TIMEOUT`` seconds: then the "not on disk" message comes at once).
     Raises ValueError with a one-line message when nothing can be loaded.
     """
     if not isinstance(name_or_path, (str, os.PathLike)) or not str(name_or_path).strip():
@@ -209,8 +235,9 @@ def load_model(name_or_path, dtype="float32", device="cpu", *, trust_remote_code
         if source in ("embedded", "gguf"):
             raise ValueError(f"model {name!r} resolved to {target} but did not load: "
                              f"{_first_line(err)}") from None
-        # a hub name not in the local cache: try the network unless offline
-        if _offline():
+        # a hub name not in the local cache: try the network unless offline, or unreachable
+        # (one short probe: the hub client would retry for tens of seconds)
+        if _offline() or not _hub_reachable():
             raise ValueError(_not_on_disk(name)) from None
         try:
             model = _from_pretrained(target, dt, trust_remote_code, False)
@@ -309,7 +336,7 @@ def tiny_model(family: str, d: int = 32, vocab_size: int = 64, layers: int = 2, 
     transformers.logging.set_verbosity_error()   # silence "kernels not installed" notes for mamba
     try:
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+            torch.manual_seed(check_seed("seed", seed))
             if family == "gemma3":
                 from transformers import Gemma3ForCausalLM
                 model = Gemma3ForCausalLM(cfg)

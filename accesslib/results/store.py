@@ -55,10 +55,138 @@ import numpy as np
 from accesslib import config
 from accesslib._checks import check_choice, check_float, fail
 
-__all__ = ["ResultsStore", "KEY_COLUMNS", "EXPORT_COLUMNS", "protocol_hash", "target_hash", "default_path",
+__all__ = ["ResultsStore", "StoreError", "KEY_COLUMNS", "EXPORT_COLUMNS", "protocol_hash", "target_hash", "default_path",
            "migrate_store", "STORE_NAME"]
 
 SCHEMA_VERSION = 1
+
+
+class StoreError(ValueError):
+    """A results store file that cannot be used, in one line naming the file and the cause:
+    ``results store PATH: <cause>`` (not writable, not an accesslib results store, corrupt,
+    another schema version, disk full, ...). A ValueError, so the command line prints it as one
+    line with exit status 2. A file that is refused at opening is left exactly as it was."""
+
+    def __init__(self, path, cause: str):
+        self.path, self.cause = Path(path), cause
+        super().__init__(f"results store {path}: {cause}")
+
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _sqlite_cause(e: BaseException) -> str:
+    """What is wrong, in a few words, from a sqlite3 error (its code, else its message)."""
+    name = getattr(e, "sqlite_errorname", "") or ""
+    msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+    low = msg.lower()
+    if name.startswith("SQLITE_FULL") or "disk is full" in low:
+        return f"disk full (SQLite: {msg})"
+    if name.startswith("SQLITE_READONLY") or "readonly database" in low:
+        return f"not writable (SQLite: {msg})"
+    if name.startswith("SQLITE_NOTADB") or "not a database" in low:
+        return "not an accesslib results store (not a SQLite database)"
+    if name.startswith("SQLITE_CORRUPT") or "malformed" in low:
+        return f"corrupt (SQLite: {msg})"
+    if name.startswith("SQLITE_CANTOPEN") or "unable to open" in low:
+        return f"cannot be opened (SQLite: {msg})"
+    if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")) or "locked" in low:
+        return f"locked by another process (SQLite: {msg})"
+    if name.startswith("SQLITE_IOERR") or "i/o error" in low:
+        return f"disk I/O error (SQLite: {msg})"
+    return f"SQLite error: {msg}"
+
+
+def _uri(path: Path, **params) -> str:
+    """A SQLite ``file:`` URI of ``path`` (absolute, percent-quoted) with query ``params``."""
+    from urllib.parse import quote
+
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+    return f"file:{quote(str(Path(path).absolute()))}" + (f"?{query}" if query else "")
+
+
+def _read_uri(path: Path, header: bytes | None = None) -> str:
+    """A URI that reads ``path`` without creating a file: ``mode=ro``, or ``immutable=1`` for a
+    WAL database with no ``-wal`` file (all of it is in the file, and a read-only connection to
+    a WAL database would create ``-wal`` and ``-shm`` files)."""
+    if header is None:
+        with open(path, "rb") as f:
+            header = f.read(100)
+    wal = len(header) >= 20 and header[18] == 2 and header[19] == 2
+    return _uri(path, **({"immutable": 1} if wal and not Path(f"{path}-wal").exists() else {"mode": "ro"}))
+
+
+def _inspect(path: Path, timeout: float = 60.0) -> str:
+    """Look at ``path`` without changing it: "new" (absent, empty, or a SQLite database without
+    tables) or "ours" (an accesslib results store of this schema version); raises
+    :class:`StoreError` otherwise. Opened read-only (``mode=ro``; ``immutable=1`` for a WAL
+    database with no ``-wal`` file, so that not even a ``-shm`` file is created)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "new"
+    except OSError as e:
+        raise StoreError(path, f"cannot be read ({e.strerror or e})") from None
+    import stat as stat_
+
+    if stat_.S_ISDIR(st.st_mode):
+        raise StoreError(path, "a directory, not a file")
+    if not stat_.S_ISREG(st.st_mode):
+        raise StoreError(path, "not a regular file (a device, pipe or socket cannot hold a results store)")
+    if st.st_size == 0:
+        return "new"
+    try:
+        with open(path, "rb") as f:
+            header = f.read(100)
+    except OSError as e:
+        raise StoreError(path, f"cannot be read ({e.strerror or e})") from None
+    if not header.startswith(_SQLITE_MAGIC):
+        raise StoreError(path, "not an accesslib results store (not a SQLite database)")
+    if len(header) < 100:
+        raise StoreError(path, "corrupt (shorter than a SQLite header)")
+    try:
+        conn = sqlite3.connect(_read_uri(path, header), uri=True, timeout=timeout)
+    except sqlite3.Error as e:
+        raise StoreError(path, _sqlite_cause(e)) from None
+    try:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                             "AND name NOT LIKE 'sqlite_%' ORDER BY name")]
+        if not tables:
+            return "new"
+        if "meta" not in tables:
+            shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+            raise StoreError(path, f"not an accesslib results store (a SQLite database of another program: "
+                                   f"tables {shown}, no accesslib 'meta' table)")
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is None:
+            raise StoreError(path, "not an accesslib results store (its 'meta' table has no schema_version)")
+        if str(row[0]) != str(SCHEMA_VERSION):
+            raise StoreError(path, f"another schema version ({row[0]}; this accesslib reads version "
+                                   f"{SCHEMA_VERSION})")
+        missing = {"strings", "protocols"} - set(tables)
+        if missing:
+            raise StoreError(path, f"not an accesslib results store (no {', '.join(sorted(missing))} table)")
+        check = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+        if check != "ok":
+            raise StoreError(path, f"corrupt (SQLite: {check})")
+        return "ours"
+    except sqlite3.Error as e:
+        raise StoreError(path, _sqlite_cause(e)) from None
+    finally:
+        conn.close()
+
+
+def _check_writable(path: Path):
+    """StoreError unless ``path`` (and its folder, for the -wal and -shm files) may be written.
+    A file without any write permission bit counts as read-only even for root, who may write it
+    anyway: its owner made it read-only on purpose."""
+    folder = path.parent
+    if path.exists():
+        st = os.stat(path)
+        if not os.access(path, os.W_OK) or not st.st_mode & 0o222:
+            raise StoreError(path, f"not writable (read-only file, mode {st.st_mode & 0o777:04o})")
+    if not os.access(folder, os.W_OK):
+        raise StoreError(path, f"not writable (the folder {folder} is read-only)")
 
 #: The columns that identify one crammed string (the table's unique key).
 KEY_COLUMNS = ("model", "m", "n", "source", "target_hash", "seed", "protocol_hash")
@@ -285,7 +413,7 @@ class _Handle:
     def open(self):
         # isolation_level=None: autocommit, so one INSERT is one committed transaction.
         # check_same_thread=False only so a fork hook or finaliser in another thread may close it.
-        conn = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None,
+        conn = sqlite3.connect(_uri(self.path), uri=True, timeout=self.timeout, isolation_level=None,
                                check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
         conn.execute("PRAGMA synchronous = NORMAL")  # durable at checkpoints in WAL mode
@@ -347,10 +475,16 @@ class ResultsStore:
         self.path = Path(path) if path is not None else default_path()
         if self.path.is_dir():
             fail("path", "a file, not a directory", str(self.path))
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StoreError(self.path, f"not writable (cannot create the folder {self.path.parent}: "
+                                        f"{e.strerror or e})") from None
         _warn_if_network(self.path)
         self.timeout = float(timeout)
         self._local = threading.local()
+        self._runs_lock = threading.Lock()
+        self._runs_cache: tuple[int, dict] = (0, {})
         self._init_schema()
 
     # --- connections -------------------------------------------------------------------
@@ -360,6 +494,8 @@ class ResultsStore:
     def __setstate__(self, state):
         self.path, self.timeout = state["path"], state["timeout"]
         self._local = threading.local()
+        self._runs_lock = threading.Lock()
+        self._runs_cache = (0, {})
 
     def __repr__(self):
         return f"ResultsStore({str(self.path)!r})"
@@ -372,12 +508,16 @@ class ResultsStore:
 
     @contextmanager
     def _connection(self):
-        """This thread's connection, held (so a fork waits for the statement to finish)."""
+        """This thread's connection, held (so a fork waits for the statement to finish). A
+        SQLite error inside comes out as a one-line :class:`StoreError` naming the file."""
         h = self._handle()
         with h.lock:
-            if h.conn is None:
-                h.open()
-            yield h.conn
+            try:
+                if h.conn is None:
+                    h.open()
+                yield h.conn
+            except sqlite3.Error as e:
+                raise StoreError(self.path, _sqlite_cause(e)) from e
 
     def close(self):
         """Close this thread's connection (others close when their thread ends or the store is freed)."""
@@ -392,37 +532,48 @@ class ResultsStore:
         self.close()
 
     def _init_schema(self):
+        """Refuse a file that is not ours before writing a byte (:func:`_inspect` reads it
+        read-only), then switch on WAL mode and create the tables of a new store."""
+        state = _inspect(self.path, self.timeout)
+        _check_writable(self.path)
         with self._connection() as conn:
             for attempt in range(50):  # several processes may create the same file at once
                 try:
                     mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                     break
-                except sqlite3.OperationalError:
+                except sqlite3.OperationalError as e:
+                    if not _sqlite_cause(e).startswith("locked"):
+                        raise
                     time.sleep(0.05 * (attempt + 1))
             else:
-                raise RuntimeError(f"could not open {self.path} in WAL mode (locked)")
+                raise StoreError(self.path, "locked by another process (could not switch on WAL mode)")
             self.journal_mode = mode
-            cols = ",\n  ".join(
-                [f"{c} {'INTEGER' if c in ('m', 'n', 'seed') else 'TEXT'} NOT NULL" for c in KEY_COLUMNS]
-                + [f"{name} {typ}" for name, typ in _COLUMNS])
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.execute(f"CREATE TABLE IF NOT EXISTS strings (\n  id INTEGER PRIMARY KEY,\n  {cols},\n"
-                             f"  UNIQUE ({', '.join(KEY_COLUMNS)}))")
-                conn.execute("CREATE TABLE IF NOT EXISTS protocols (protocol_hash TEXT PRIMARY KEY, "
-                             "settings TEXT NOT NULL)")
-                conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
-                conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-                conn.execute("CREATE INDEX IF NOT EXISTS strings_curve ON strings "
-                             "(model, source, protocol_hash, m, n)")
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            version = int(conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
-            if version != SCHEMA_VERSION:
-                raise RuntimeError(f"{self.path} has results-store schema {version}, this accesslib "
-                                   f"reads {SCHEMA_VERSION}")
+            if state == "new":
+                self._create_tables(conn)
+            version = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            if version is None or str(version[0]) != str(SCHEMA_VERSION):
+                raise StoreError(self.path, f"another schema version ({version[0] if version else None}; "
+                                            f"this accesslib reads version {SCHEMA_VERSION})")
+
+    @staticmethod
+    def _create_tables(conn):
+        cols = ",\n  ".join(
+            [f"{c} {'INTEGER' if c in ('m', 'n', 'seed') else 'TEXT'} NOT NULL" for c in KEY_COLUMNS]
+            + [f"{name} {typ}" for name, typ in _COLUMNS])
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(f"CREATE TABLE IF NOT EXISTS strings (\n  id INTEGER PRIMARY KEY,\n  {cols},\n"
+                         f"  UNIQUE ({', '.join(KEY_COLUMNS)}))")
+            conn.execute("CREATE TABLE IF NOT EXISTS protocols (protocol_hash TEXT PRIMARY KEY, "
+                         "settings TEXT NOT NULL)")
+            conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+            conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            conn.execute("CREATE INDEX IF NOT EXISTS strings_curve ON strings "
+                         "(model, source, protocol_hash, m, n)")
+            conn.execute("COMMIT")
+        except BaseException:
+            _rollback(conn)
+            raise
 
     # --- writing -----------------------------------------------------------------------
     @staticmethod
@@ -497,7 +648,7 @@ class ResultsStore:
                     new += cur.rowcount
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                _rollback(conn)
                 raise
             return new
 
@@ -582,15 +733,51 @@ class ResultsStore:
         rows = self._query("SELECT settings FROM protocols WHERE protocol_hash = ?", (protocol_hash,))
         return json.loads(rows[0][0]) if rows else None
 
-    def runs(self) -> list[dict]:
-        """Summary per (model, source, protocol_hash, m): strings, successes, length range, last write."""
+    _RUN_KEYS = ("model", "source", "protocol_hash", "m", "strings", "successes", "lengths",
+                 "n_min", "n_max", "last")
+
+    def runs(self, *, cached: bool = False) -> list[dict]:
+        """Summary per (model, source, protocol_hash, m): strings, successes, length range, last write.
+
+        ``cached=True`` gives the same list without reading the whole table again: this store
+        object keeps the sums of the rows it has seen and reads only the rows added since (ids
+        above the largest it saw; the store only ever adds rows, and a row's id is visible once
+        every smaller id is). For a page that shows the summary after every string."""
+        if cached:
+            return self._runs_cached()
         rows = self._query(
             "SELECT model, source, protocol_hash, m, COUNT(*), SUM(success), COUNT(DISTINCT n), "
             "MIN(n), MAX(n), MAX(created_at) FROM strings "
             "GROUP BY model, source, protocol_hash, m ORDER BY model, source, protocol_hash, m")
-        keys = ("model", "source", "protocol_hash", "m", "strings", "successes", "lengths",
-                "n_min", "n_max", "last")
-        return [dict(zip(keys, r)) for r in rows]
+        return [dict(zip(self._RUN_KEYS, r)) for r in rows]
+
+    def _runs_cached(self) -> list[dict]:
+        with self._runs_lock:
+            last, groups = self._runs_cache
+            with self._connection() as conn:
+                conn.execute("BEGIN")   # one snapshot for the top id and the rows below it
+                try:
+                    top = conn.execute("SELECT MAX(id) FROM strings").fetchone()[0] or 0
+                    if top < last:      # another file took this name: start again
+                        last, groups = 0, {}
+                    new = conn.execute(
+                        "SELECT model, source, protocol_hash, m, n, COUNT(*), SUM(success), MAX(created_at) "
+                        "FROM strings WHERE id > ? AND id <= ? GROUP BY model, source, protocol_hash, m, n",
+                        (last, top)).fetchall() if top > last else []
+                finally:
+                    _rollback(conn)
+            groups = {k: dict(v, ns=set(v["ns"])) for k, v in groups.items()} if new else groups
+            for model, source, ph, m, n, count, succ, created in new:
+                g = groups.setdefault((model, source, ph, m), dict(strings=0, successes=0, ns=set(), last=None))
+                g["strings"] += int(count)
+                g["successes"] += int(succ or 0)
+                g["ns"].add(n)
+                if created is not None and (g["last"] is None or created > g["last"]):
+                    g["last"] = created
+            self._runs_cache = (top, groups)
+        return [dict(model=k[0], source=k[1], protocol_hash=k[2], m=k[3], strings=g["strings"],
+                     successes=g["successes"], lengths=len(g["ns"]), n_min=min(g["ns"]), n_max=max(g["ns"]),
+                     last=g["last"]) for k, g in sorted(groups.items())]
 
     # --- getting results out -------------------------------------------------------------
     @staticmethod
@@ -688,9 +875,11 @@ class ResultsStore:
             fail("other", "an existing results store file", str(other))
         if _same_file(other, self.path):
             fail("other", "a different file from this store", str(other))
+        if _inspect(other, self.timeout) != "ours":
+            raise StoreError(other, "not an accesslib results store (it has no tables)")
         cols = ", ".join(ALL_COLUMNS)
         with self._connection() as conn:
-            conn.execute("ATTACH DATABASE ? AS other", (str(other),))
+            conn.execute("ATTACH DATABASE ? AS other", (_read_uri(other),))
             try:
                 tables = {r[0] for r in conn.execute("SELECT name FROM other.sqlite_master WHERE type='table'")}
                 if "strings" not in tables:
@@ -705,11 +894,21 @@ class ResultsStore:
                     after = conn.execute("SELECT COUNT(*) FROM main.strings").fetchone()[0]
                     conn.execute("COMMIT")
                 except BaseException:
-                    conn.execute("ROLLBACK")
+                    _rollback(conn)
                     raise
             finally:
                 conn.execute("DETACH DATABASE other")
         return int(after - before)
+
+
+def _rollback(conn):
+    """Roll back the open transaction, if SQLite has not already (it does on a full disk, and a
+    second ROLLBACK would hide the cause behind 'cannot rollback - no transaction is active')."""
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
 
 
 def _need(module: str, message: str):

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from accesslib._checks import check_int, fail
+from accesslib._checks import check_int, check_seed, fail
 
 
 def _layer_norm(x):
@@ -74,7 +74,7 @@ class PositionFreeTransformer:
         heads = check_int("heads", heads, 1, d)
         if d % heads:
             raise ValueError(f"d must be a multiple of heads; got d={d}, heads={heads}")
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(check_seed("seed", seed))
         g = lambda *s: rng.standard_normal(s) / math.sqrt(s[0])  # noqa: E731
         ls = [dict(Wq=g(d, d) * scale, Wk=g(d, d) * scale, Wv=g(d, d), Wo=g(d, d),
                    W1=g(d, 4 * d), W2=g(4 * d, d)) for _ in range(layers)]
@@ -181,7 +181,7 @@ def invariance_check(model, ids, *, k=2, seed=0, positions=False, causal=False):
     ids = np.asarray(ids)
     base = query_output(model, ids, positions=positions, causal=causal)
     dup = query_output(model, duplicate(ids, k), positions=positions, causal=causal)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed("seed", seed))
     perm = np.concatenate([rng.permutation(ids[:-1]), ids[-1:]])
     per = query_output(model, perm, positions=positions, causal=causal)
     mf = model.forward_measure(empirical_measure(ids, model.vocab_size))[ids[-1]]
@@ -205,7 +205,7 @@ def convergence(model, p, lengths, *, query=0, seed=0, repeats=5):
     query = check_int("query", query, 0, model.vocab_size - 1)
     repeats = check_int("repeats", repeats, 1, 1000)
     lengths = [check_int("length", int(n), 2, 100_000) for n in lengths]
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed("seed", seed))
     out_p = model.forward_measure(p)[query]
     dist = np.zeros((len(lengths), repeats))
     tv = np.zeros_like(dist)

@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from accesslib._checks import check_choice, check_float, check_int
+from accesslib._checks import check_choice, check_float, check_int, check_seed
 from accesslib.theory import bounds
 
 #: relative slack for points exactly on the sphere |x| = r (closed ball, float round-off)
@@ -150,7 +150,7 @@ def greedy_packing(r, eps, d, *, seed=0, patience=2000, max_candidates=200_000, 
     the kept points [N, d].
     """
     r, eps, d = _ball(r, eps, d, max_d=3)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed("seed", seed))
     cells: dict = {}
     kept = []
     offsets = np.stack(np.meshgrid(*[np.arange(-1, 2)] * d, indexing="ij"), -1).reshape(-1, d)

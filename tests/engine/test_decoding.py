@@ -207,5 +207,5 @@ def test_argument_checks():
         greedy(lm, None, 2, given_ids=[1, 2])
     with pytest.raises(ValueError, match="batch must be a whole number >= 1; got 0"):
         greedy(lm, memories(2, 1), 2, batch=0)
-    with pytest.raises(ValueError, match="prefix_ids must be a list of token ids or None"):
+    with pytest.raises(ValueError, match=r"prefix_ids must be None or a list of token ids \(whole numbers >= 0\); got 3"):
         greedy(lm, memories(2, 1), 2, prefix_ids=3)

@@ -52,8 +52,10 @@ from accesslib.experiments.sweep.jobs import (
 )
 from accesslib.experiments.sweep.results import format_table, sweep_curves, sweep_table
 from accesslib.experiments.sweep.runner import (
+    DEFAULT_DASHBOARD,
     SweepReport,
     SweepRun,
+    check_run,
     default_workers,
     known_rows,
     run_sweep,
@@ -64,4 +66,4 @@ from accesslib.experiments.sweep.spec import DEVICES, WRITE, Job, ModelSpec, Swe
 __all__ = ["SweepSpec", "ModelSpec", "Job", "JobResult", "SweepReport", "SweepRun", "load_spec",
            "run_job", "run_sweep", "start_sweep", "sweep_curves", "sweep_table", "format_table",
            "worker_model", "setup_worker", "engine_settings", "protocol_hash_of", "default_workers",
-           "known_rows", "DEVICES", "WRITE"]
+           "known_rows", "check_run", "DEFAULT_DASHBOARD", "DEVICES", "WRITE"]

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from accesslib._checks import check_choice, fail
+from accesslib._checks import fail_short
 from accesslib.experiments.sweep.jobs import (
     JobResult,
     engine_settings,
@@ -27,7 +27,11 @@ from accesslib.experiments.sweep.spec import WRITE, Job, SweepSpec, load_spec
 from accesslib.results.store import KEY_COLUMNS  # numpy + stdlib only
 
 __all__ = ["SweepReport", "SweepRun", "run_sweep", "start_sweep", "default_workers", "known_rows",
-           "job_done_in_store"]
+           "job_done_in_store", "check_run", "DEFAULT_DASHBOARD"]
+
+#: where a LocalCluster's dashboard listens unless asked otherwise: this machine only (the
+#: dashboard has no login; the scheduler and the Voila app are local too)
+DEFAULT_DASHBOARD = "127.0.0.1:0"
 
 log = logging.getLogger(__name__)
 
@@ -81,15 +85,16 @@ def default_workers(spec: SweepSpec) -> int:
     return max(1, (os.cpu_count() or 1) // spec.torch_threads)
 
 
-def _make_client(spec: SweepSpec, scheduler, workers):
-    """(client, cluster or None). scheduler None/"local": a LocalCluster of worker processes."""
+def _make_client(spec: SweepSpec, scheduler, workers, dashboard_address: str = DEFAULT_DASHBOARD):
+    """(client, cluster or None). scheduler None/"local": a LocalCluster of worker processes, its
+    dashboard on ``dashboard_address`` (default: 127.0.0.1, a free port)."""
     from distributed import Client, LocalCluster
     if scheduler in (None, "local"):
         n = workers or default_workers(spec)
         threads = spec.torch_threads
         env = {v: str(threads) for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                               dashboard_address=":0", silence_logs=logging.ERROR, env=env)
+                               dashboard_address=dashboard_address, silence_logs=logging.ERROR, env=env)
         return Client(cluster), cluster
     return Client(scheduler), None
 
@@ -97,8 +102,42 @@ def _make_client(spec: SweepSpec, scheduler, workers):
 def _check_scheduler(scheduler):
     if scheduler in (None, "local", "inprocess"):
         return
-    if not isinstance(scheduler, str) or "://" not in scheduler:
-        fail("scheduler", "None, 'local', 'inprocess' or an address like tcp://host:8786", scheduler)
+    if not isinstance(scheduler, str) or "://" not in scheduler or len(scheduler) > 1000:
+        fail_short("scheduler", "None, 'local', 'inprocess' or an address like tcp://host:8786", scheduler)
+
+
+def _check_dashboard(address) -> str:
+    """``HOST:PORT`` for the LocalCluster's dashboard (port 0: any free one); None: 127.0.0.1."""
+    if address is None:
+        return DEFAULT_DASHBOARD
+    allowed = "HOST:PORT with a port in 0..65535 (e.g. 127.0.0.1:8787; 0.0.0.0:8787 listens on every interface)"
+    if not isinstance(address, str) or ":" not in address or len(address) > 300:
+        fail_short("dashboard_address", allowed, address)
+    host, _, port = address.rpartition(":")
+    if not port.isdigit() or int(port) > 65535 or any(c.isspace() or c == "/" for c in host):
+        fail_short("dashboard_address", allowed, address)
+    return address
+
+
+def check_run(spec, *, scheduler=None, client=None, store=None, write=None, dashboard_address=None):
+    """Everything :func:`run_sweep` checks before it starts anything (the store, a cluster), also
+    what ``--dry-run`` runs: the spec (:func:`load_spec`), the scheduler, ``write``, the dashboard
+    address, and the protocol hash of the engine settings. Returns (spec, write mode, dashboard
+    address, protocol hash, hashed settings); raises the package's one-line ValueError."""
+    from accesslib.experiments.curves import hashed_settings
+
+    spec = load_spec(spec)
+    if store is not None:
+        spec = spec.replace(store=os.fspath(store))
+    mode = write or spec.write
+    if not isinstance(mode, str) or mode not in WRITE:
+        fail_short("write", f"one of {', '.join(map(repr, WRITE))}", mode)
+    if client is None:
+        _check_scheduler(scheduler)
+    dashboard = _check_dashboard(dashboard_address)
+    protocol, overrides = engine_settings(spec)
+    settings = hashed_settings(protocol, overrides)   # refuses what cannot be hashed the same twice
+    return spec, mode, dashboard, protocol_hash_of(spec), settings
 
 
 # --------------------------------------------------------------------------------------------
@@ -130,7 +169,8 @@ class SweepReport:
 def run_sweep(spec, *, scheduler: str | None = None, workers: int | None = None, client=None,
               store: str | os.PathLike | None = None, progress: bool = True,
               on_job_done: Callable[[JobResult], None] | None = None, stop=None,
-              write: str | None = None, on_start: Callable[[str], None] | None = None) -> SweepReport:
+              write: str | None = None, on_start: Callable[[str], None] | None = None,
+              dashboard_address: str | None = None) -> SweepReport:
     """Run a sweep (a spec, a dict or a YAML path) and return a :class:`SweepReport`.
 
     scheduler: None or "local": a ``LocalCluster`` (``workers`` processes, 1 thread each,
@@ -144,24 +184,21 @@ def run_sweep(spec, *, scheduler: str | None = None, workers: int | None = None,
         steps and keep what they finished, waiting jobs are cancelled.
     write: "worker" / "client" / "auto" (see the package docstring).
     on_start(dashboard_link): called once the Dask client is up (the link is also printed).
+    dashboard_address: "HOST:PORT" of a LocalCluster's dashboard; default 127.0.0.1 and a free
+        port (this machine only: the dashboard has no login). "0.0.0.0:8787" opens it to the
+        network.
+
+    Everything is checked (:func:`check_run`) before the store is opened or a cluster started.
 
     Ctrl-C does the same as ``stop`` and closes the client and the LocalCluster cleanly; run
     the same sweep again to resume.
     """
-    from accesslib.experiments.curves import hashed_settings
     from accesslib.results.store import ResultsStore
 
-    spec = load_spec(spec)
-    if store is not None:
-        spec = spec.replace(store=str(store))
-    mode = check_choice("write", write or spec.write, WRITE)
-    if client is None:
-        _check_scheduler(scheduler)
+    spec, mode, dashboard, ph, settings = check_run(spec, scheduler=scheduler, client=client, store=store,
+                                                    write=write, dashboard_address=dashboard_address)
     store_path = spec.store_path()
     db = ResultsStore(store_path)   # creates the file and schema once, before workers race to
-    ph = protocol_hash_of(spec)
-    protocol, overrides = engine_settings(spec)
-    settings = hashed_settings(protocol, overrides)   # recorded with the rows under ph
     if mode == "auto":
         mode = "worker" if (client is None and scheduler in (None, "local", "inprocess")) else "client"
     stop_fn = None
@@ -206,7 +243,7 @@ def run_sweep(spec, *, scheduler: str | None = None, workers: int | None = None,
             _run_inprocess(spec, todo, submit_args, finished, stop, stop_fn, report)
         else:
             _run_dask(spec, todo, submit_args, finished, stop_fn, report, scheduler, workers, client, bar,
-                      on_start)
+                      on_start, dashboard)
     finally:
         if bar is not None:
             bar.close()
@@ -230,7 +267,7 @@ def _run_inprocess(spec, todo, submit_args, finished, stop, stop_fn, report):
 
 
 def _run_dask(spec, todo, submit_args, finished, stop_fn, report, scheduler, workers, client, bar,
-              on_start):
+              on_start, dashboard=DEFAULT_DASHBOARD):
     import uuid
 
     from distributed import Event, wait
@@ -241,7 +278,7 @@ def _run_dask(spec, todo, submit_args, finished, stop_fn, report, scheduler, wor
     remote_stop = None
     try:
         if own:
-            client, cluster = _make_client(spec, scheduler, workers)
+            client, cluster = _make_client(spec, scheduler, workers, dashboard)
         gpu_per_worker = cluster is not None and spec.resolved_device().startswith("cuda")
         client.register_plugin(_worker_plugin(spec.torch_threads, gpu_per_worker, local=cluster is not None))
         report.dashboard_link = client.dashboard_link
@@ -322,6 +359,9 @@ class SweepRun:
 
     def __init__(self, spec, *, on_job_done=None, **run_kwargs):
         self.spec = load_spec(spec)
+        # what run_sweep would refuse is refused here, in the caller's thread
+        check_run(self.spec, **{k: run_kwargs[k] for k in ("scheduler", "client", "store", "write",
+                                                           "dashboard_address") if k in run_kwargs})
         self.total = len(self.spec.jobs())
         self.done = 0
         self.report: SweepReport | None = None
