@@ -461,11 +461,7 @@ def _open_store(path, *, must_exist=True):
         p = os.path.expanduser(path)
         if must_exist and not os.path.isfile(p):
             fail("--store", "an existing results store file", path)
-    import sqlite3
-    try:
-        return ResultsStore(p)
-    except sqlite3.DatabaseError as e:
-        fail("--store", f"a results store (SQLite said: {str(e).splitlines()[0]})", str(p if path is None else path))
+    return ResultsStore(p)   # a bad file raises StoreError: one line naming the file and the cause
 
 
 def _store_filters(args) -> dict:
