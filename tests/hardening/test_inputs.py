@@ -5,7 +5,6 @@ package's style ("<name> must be <allowed>; got <value>"), and nothing runs or c
 from __future__ import annotations
 
 import copy
-import time
 
 import numpy as np
 import pytest
@@ -315,16 +314,13 @@ def test_offline_hub_lookup_fails_fast_naming_how_to_get_the_weights(monkeypatch
     def fake_from_pretrained(target, dt, trust, local_only):
         if not local_only:
             network.append(target)
-            time.sleep(30)          # what the hub client's retries would cost
         raise OSError(f"{target} is not in the local cache")
 
     monkeypatch.setattr(loading, "_from_pretrained", fake_from_pretrained)
     monkeypatch.setattr(loading, "_hub_reachable", lambda timeout=2.0: probes.append(timeout) or False)
-    t0 = time.perf_counter()
     with pytest.raises(ValueError) as e:
         loading.load_model("some-org/some-hub-name")
-    assert time.perf_counter() - t0 < 5
-    assert probes == [2.0] and network == []
+    assert probes == [2.0] and network == []   # one 2 s probe, the slow network path never taken
     msg = str(e.value)
     assert msg.startswith("model 'some-org/some-hub-name' is not on disk and the hub cannot be reached")
     assert "huggingface-cli download some-org/some-hub-name" in msg and "\n" not in msg

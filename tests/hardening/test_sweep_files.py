@@ -5,7 +5,6 @@ in ``--dry-run`` exactly as in a real run. Also: the LocalCluster dashboard is l
 and a callable schedule, whose hash differs between processes, is refused."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -202,12 +201,10 @@ def test_a_bad_file_is_refused_in_one_line_before_anything_starts(tmp_path, caps
     store = tmp_path / "store.sqlite"
     if "\nstore:" in text:   # the file's own store is the fault: no --store over it
         store = None
-    t0 = time.perf_counter()
     with pytest.raises(ValueError) as e:
         sweep.load_spec(path, store=None if store is None else str(store))
     assert str(e.value) == message
     assert "\n" not in str(e.value) and len(str(e.value)) < 400
-    assert time.perf_counter() - t0 < 5
     # the same through run_sweep and the command line, with and without --dry-run
     with pytest.raises(ValueError, match="^" + __import__("re").escape(message) + "$"):
         sweep.run_sweep(path, store=store, progress=False)
@@ -223,12 +220,11 @@ def test_the_alias_bomb_is_small_and_costs_nothing(tmp_path):
     assert len(text.encode()) < 600 and text.count("*") == 80
     import tracemalloc
     tracemalloc.start()
-    t0 = time.perf_counter()
     with pytest.raises(ValueError, match="without anchors or aliases"):
         sweep.load_spec(_write(tmp_path, text))
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    assert time.perf_counter() - t0 < 2 and peak < 20_000_000
+    assert peak < 20_000_000   # nothing was expanded (10^9 values would need gigabytes)
 
 
 def test_a_file_over_the_size_limit_is_not_read(tmp_path):
