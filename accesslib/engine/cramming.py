@@ -36,9 +36,10 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 import torch
@@ -108,6 +109,10 @@ FAST_EVIDENCE = {
 
 SCHEDULES = ("constant", "cosine", "warmup_cosine")
 
+#: cram() settings that change how the engine runs but no string's result: left out of the
+#: results store's protocol hash (accesslib.experiments.curves.hashed_settings).
+RUN_ONLY = ("batch_size", "rows_per_pass", "profile")
+
 
 @dataclass
 class StepInfo:
@@ -154,6 +159,8 @@ class CramResult:
     interrupted: bool = False
     steps_run: int = 0
     row_steps: int = 0       # sum over steps of the batch size: forward/backward row passes
+    timings: dict = field(default_factory=dict)   # seconds: forward, backward, update, checks, greedy; syncs
+    oom_retries: int = 0     # steps repeated with fewer rows per pass after an out-of-memory error
 
     @property
     def n_success(self) -> int:
@@ -272,43 +279,25 @@ def _check_model(model) -> None:
                    model)
 
 
-def _validate(model, targets, m, prefix, first_token_as_input, lr, betas, weight_decay,
-              max_steps, patience, schedule, stop, seed=0, init_std=None, eps=1e-8,
-              on_step=None, on_string=None):
-    """Every argument of :func:`cram`, in the package's message style (accesslib._checks)."""
+def _validate_settings(model, m, prefix, lr, betas, weight_decay, max_steps, patience, schedule, stop,
+                       seed=0, init_std=None, eps=1e-8, on_step=None, on_string=None, batch_size=None,
+                       rows_per_pass=None):
+    """Every setting of :func:`cram` but the targets, in the package's message style (accesslib._checks)."""
     _check_model(model)
-    check_int("m", m, 1)
+    if isinstance(m, (list, tuple)):
+        for v in m:
+            check_int("m", v, 1)
+    else:
+        check_int("m", m, 1)
     check_seed("seed", seed)
     if init_std is not None:
         check_float("init_std", init_std, 0, low_open=True)
     check_float("eps", eps, 0, low_open=True)
     check_callable("on_step", on_step)
     check_callable("on_string", on_string)
-    if not isinstance(targets, torch.Tensor):
-        raise ValueError(f"targets must be a torch.LongTensor of shape [B, n]; got {type(targets).__name__}")
-    if targets.dtype != torch.long:
-        raise ValueError(f"targets must be a LongTensor (int64) of shape [B, n]; got dtype {targets.dtype}")
-    if targets.dim() != 2:
-        hint = " (use targets[None] for one string)" if targets.dim() == 1 else ""
-        raise ValueError(f"targets must be 2-D [B, n]; got shape {tuple(targets.shape)}{hint}")
-    B, n = targets.shape
-    if B < 1 or n < 1:
-        raise ValueError(f"targets must be non-empty (B >= 1 strings of n >= 1 tokens); "
-                         f"got shape {tuple(targets.shape)}")
-    if first_token_as_input and n < 2:
-        raise ValueError(f"targets must have n >= 2 tokens with first_token_as_input=True; got n={n}")
     V = facts.shared_vocab_size(model)     # ids both embeddings have
-    lo, hi = int(targets.min()), int(targets.max())
-    if lo < 0 or hi >= V:
-        raise ValueError(f"targets must be token ids in 0..{V - 1}; got ids outside the vocabulary "
-                         f"(min {lo}, max {hi})")
     if prefix and (min(prefix) < 0 or max(prefix) >= V):
         raise ValueError(f"prefix_ids must be token ids in 0..{V - 1}; got {prefix} (outside the vocabulary)")
-    L = len(prefix) + m + n - 1
-    ctx = facts.max_context(model)
-    if ctx is not None and L > ctx:
-        raise ValueError(f"prefix + m + n - 1 must be <= the model's context {ctx}; got "
-                         f"{len(prefix)} + {m} + {n - 1} = {L}")
     check_float("lr", lr, 0, low_open=True)
     if (isinstance(betas, (str, bytes)) or not hasattr(betas, "__len__") or len(betas) != 2
             or not all(_is_beta(b) for b in betas)):
@@ -316,19 +305,545 @@ def _validate(model, targets, m, prefix, first_token_as_input, lr, betas, weight
     check_float("weight_decay", weight_decay, 0)
     check_int("max_steps", max_steps, 0)
     check_int("patience", patience, 1)
+    if batch_size is not None:
+        check_int("batch_size", batch_size, 1)
+    if rows_per_pass is not None:
+        check_int("rows_per_pass", rows_per_pass, 1)
     if not (schedule is None or callable(schedule) or schedule in SCHEDULES):
         fail("schedule", f"None, one of {', '.join(map(repr, SCHEDULES))} or a callable", schedule)
     if not (stop is None or hasattr(stop, "is_set") or callable(stop)):
         fail("stop", "a threading.Event, a callable returning bool, or None", stop)
 
 
+def _target_list(targets) -> list:
+    """targets -> a list of 1-D LongTensors (cpu): a LongTensor [B, n], or a list of sequences of
+    token ids of any lengths (lists, tuples, 1-D tensors)."""
+    if isinstance(targets, torch.Tensor):
+        if targets.dtype != torch.long:
+            raise ValueError(f"targets must be a LongTensor (int64) of shape [B, n]; got dtype {targets.dtype}")
+        if targets.dim() != 2:
+            hint = " (use targets[None] for one string)" if targets.dim() == 1 else ""
+            raise ValueError(f"targets must be 2-D [B, n]; got shape {tuple(targets.shape)}{hint}")
+        if targets.shape[0] < 1 or targets.shape[1] < 1:
+            raise ValueError(f"targets must be non-empty (B >= 1 strings of n >= 1 tokens); "
+                             f"got shape {tuple(targets.shape)}")
+        return list(targets.detach().cpu().unbind(0))
+    if isinstance(targets, (str, bytes)) or not isinstance(targets, (list, tuple)):
+        raise ValueError("targets must be a torch.LongTensor of shape [B, n] or a list of token-id sequences; "
+                         f"got {type(targets).__name__}")
+    if not targets:
+        raise ValueError("targets must be non-empty (at least one string); got an empty list")
+    out = []
+    for i, t in enumerate(targets):
+        ids = token_ids(t, f"targets[{i}]")
+        if not ids:
+            raise ValueError(f"targets[{i}] must hold at least one token id; got an empty sequence")
+        out.append(torch.tensor(ids, dtype=torch.long))
+    return out
+
+
+def _check_target(model, ids, m, prefix, first_token_as_input, where="targets") -> None:
+    V = facts.shared_vocab_size(model)
+    n = int(ids.numel())
+    if first_token_as_input and n < 2:
+        raise ValueError(f"{where} must have n >= 2 tokens with first_token_as_input=True; got n={n}")
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < 0 or hi >= V:
+        raise ValueError(f"{where} must be token ids in 0..{V - 1}; got ids outside the vocabulary "
+                         f"(min {lo}, max {hi})")
+    L = len(prefix) + m + n - 1
+    ctx = facts.max_context(model)
+    if ctx is not None and L > ctx:
+        raise ValueError(f"prefix + m + n - 1 must be <= the model's context {ctx}; got "
+                         f"{len(prefix)} + {m} + {n - 1} = {L}")
+
+
+def default_batch_size(model, max_len: int = 64) -> int:
+    """How many strings :func:`cram` keeps active at once when ``batch_size`` is None.
+
+    CPU: 16, the sweet spot measured on this project's 2-core CPU (benchmarks/cramming_throughput.py
+    --batch-sizes: strings per minute on tiny-d32-v257 rise up to 16 active strings and are flat
+    beyond). CUDA: what a quarter of the free memory holds, from an estimate of the bytes one string of
+    ``max_len`` positions needs (activations of every layer plus the fp32 logits, twice for backward),
+    between 16 and 4096."""
+    p = next(model.parameters())
+    if p.device.type != "cuda":
+        return 16
+    cfg = model.config
+    cfg = getattr(cfg, "get_text_config", lambda: cfg)()
+    d = int(getattr(cfg, "hidden_size", 0) or getattr(cfg, "d_model", 0) or 1024)
+    layers = int(getattr(cfg, "num_hidden_layers", 0) or getattr(cfg, "n_layer", 0) or 24)
+    V = int(model.get_output_embeddings().weight.shape[0]) if model.get_output_embeddings() is not None else 50000
+    per_row = max_len * (layers * d * 40 * p.element_size() + V * 4 * 3)
+    free, _ = torch.cuda.mem_get_info(p.device)
+    return int(min(4096, max(16, free // 4 // max(1, per_row))))
+
+
+#: Elements of fp32 logits one forward pass may hold ([rows, kept positions, |V|]); more rows are
+#: run in several passes (rows never interact, so the gradients are the same).
+LOGITS_BUDGET = 1 << 26
+
+
+class _Row:
+    """One string's place in the queue and, once active, its optimisation state."""
+    __slots__ = ("index", "ids", "m", "tag", "init")
+
+    def __init__(self, index, ids, m, tag, init):
+        self.index, self.ids, self.m, self.tag, self.init = index, ids, m, tag, init
+
+
+class CramSession:
+    """The continuous-batching cramming engine behind :func:`cram` (see the module docstring).
+
+    Strings are queued with :meth:`submit` (any length, any m; from any thread) and optimised by
+    :meth:`run`: at most ``batch_size`` strings are active at once; when strings finish, queued
+    ones take their rows at the next step. Each active string keeps its own memory, AdamW moments,
+    step count (its learning-rate schedule and bias correction follow its own steps), best loss
+    and patience clock, so its result does not depend on its batch-mates or on when it joined.
+    Rows of different lengths (and m) are right-padded; the padded positions come after every
+    predicted position of the row and a causal LM never lets them act on earlier positions, and
+    their labels are masked, so padding changes no row's loss.
+
+    The loss and its gradient are computed in passes of at most ``rows_per_pass`` rows (default:
+    as many as keep the fp32 logits under ``LOGITS_BUDGET`` elements). An out-of-memory error
+    halves ``rows_per_pass`` and repeats the step (nothing was updated yet); at one row it is
+    raised with a message saying so. It is never swallowed.
+    """
+
+    def __init__(self, model, *, prefix_ids=None, first_token_as_input=False, lr=1e-2, betas=(0.9, 0.9),
+                 weight_decay=0.01, max_steps=3000, patience=500, schedule=None, seed=0,
+                 autocast_dtype=None, init_std=None, on_step=None, on_string=None, stop=None,
+                 verify=True, eps=1e-8, batch_size=None, rows_per_pass=None, profile=False):
+        model = hf_model(model)
+        check_token_ids("prefix_ids", prefix_ids)   # a str is not a list of ids ('12' is not [1, 2])
+        prefix = token_ids(prefix_ids, "prefix_ids")
+        _validate_settings(model, 1, prefix, lr, betas, weight_decay, max_steps, patience, schedule, stop,
+                           seed, init_std, eps, on_step, on_string, batch_size, rows_per_pass)
+        self.model, self.prefix = model, prefix
+        self.first = bool(first_token_as_input)
+        self.lr, self.b1, self.b2 = float(lr), float(betas[0]), float(betas[1])
+        self.wd, self.max_steps, self.patience = float(weight_decay), int(max_steps), int(patience)
+        self.schedule, self.seed, self.eps = schedule, int(seed), float(eps)
+        self.ac_dtype = as_autocast_dtype(autocast_dtype)
+        self.on_step, self.on_string, self.stop, self.verify = on_step, on_string, stop, bool(verify)
+        self.profile = bool(profile)
+        p0 = next(model.parameters())
+        self.dev, self.mdt = p0.device, p0.dtype
+        self.emb = model.get_input_embeddings()
+        self.d = int(self.emb.weight.shape[1])
+        self.std = float(init_std) if init_std is not None else init_std_of(model)
+        self.opts = forward_options(model)
+        self.batch_size = batch_size
+        self.rows_per_pass = rows_per_pass
+        head = model.get_output_embeddings()
+        self.V = int(head.weight.shape[0]) if head is not None else facts.vocab_size(model)
+        self.extra_settings: dict = {}
+        self._cap = None
+        self.queue: list[_Row] = []
+        self.results: dict[int, StringResult] = {}
+        self.lock = threading.Condition()
+        self.next_index = 0
+        self.steps_run = self.row_steps = self.oom_retries = 0
+        self.timings = dict(forward=0.0, backward=0.0, update=0.0, checks=0.0, greedy=0.0, syncs=0)
+        self.interrupted = False
+        self._state = None
+        self.t0 = time.perf_counter()
+        with torch.no_grad():
+            self.pre = (self.emb(torch.tensor(prefix, device=self.dev)[None]) if prefix else None)
+
+    # -- queue ------------------------------------------------------------------------------
+    def submit(self, ids, m, *, tag=None) -> int:
+        """Queue one target (a sequence of token ids) for m memory vectors; returns its index."""
+        ids = _target_list([ids])[0]
+        m = check_int("m", m, 1)
+        _check_target(self.model, ids, m, self.prefix, self.first)
+        g = torch.Generator().manual_seed(string_seed(self.seed, ids.tolist()))
+        init = torch.randn(m, self.d, generator=g) * self.std
+        with self.lock:
+            idx = self.next_index
+            self.next_index += 1
+            self.queue.append(_Row(idx, ids, m, tag, init))
+            self.lock.notify_all()
+        return idx
+
+    def settings(self) -> dict:
+        schedule = self.schedule
+        return dict(prefix_ids=self.prefix, first_token_as_input=self.first, lr=self.lr,
+                    betas=[self.b1, self.b2], weight_decay=self.wd, max_steps=self.max_steps,
+                    patience=self.patience,
+                    schedule=schedule if not callable(schedule) else getattr(schedule, "__name__", "callable"),
+                    seed=self.seed,
+                    autocast_dtype=None if self.ac_dtype is None else str(self.ac_dtype).replace("torch.", ""),
+                    init_std=self.std, init="normal*init_std, generator seeded by sha256(seed, target ids)",
+                    verify=self.verify, eps=self.eps, success="greedy" if self.verify else "teacher-forced",
+                    model_dtype=str(self.mdt).replace("torch.", ""), device=str(self.dev),
+                    batch_size=self.batch_size, engine="continuous batching")
+
+    # -- the active rows --------------------------------------------------------------------
+    def _admit(self, rows: list[_Row]):
+        """Add queued rows to the active state (tensors re-padded to the new widest row)."""
+        st = self._state
+        dev = self.dev
+        old = [] if st is None else st["rows"]
+        allrows = old + rows
+        M = max(r.m for r in allrows)
+        new_mem = torch.zeros(len(rows), M, self.d)
+        for j, r in enumerate(rows):
+            new_mem[j, :r.m] = r.init
+        new_mem = new_mem.to(dev)
+        k = len(rows)
+        if st is None:
+            st = dict(memory=new_mem, exp_avg=torch.zeros_like(new_mem), exp_avg_sq=torch.zeros_like(new_mem),
+                      best=torch.full((k,), float("inf"), device=dev),
+                      best_step=torch.zeros(k, dtype=torch.long, device=dev),
+                      tf_seen=torch.zeros(k, dtype=torch.bool, device=dev),
+                      step=[0] * k, next_check=[0] * k, backoff=[1] * k)
+        else:
+            def pad(t):
+                if t.shape[1] < M:
+                    t = torch.cat([t, t.new_zeros(t.shape[0], M - t.shape[1], self.d)], 1)
+                return t
+            st["memory"] = torch.cat([pad(st["memory"]), new_mem])
+            st["exp_avg"] = torch.cat([pad(st["exp_avg"]), torch.zeros_like(new_mem)])
+            st["exp_avg_sq"] = torch.cat([pad(st["exp_avg_sq"]), torch.zeros_like(new_mem)])
+            st["best"] = torch.cat([st["best"], torch.full((k,), float("inf"), device=dev)])
+            st["best_step"] = torch.cat([st["best_step"], torch.zeros(k, dtype=torch.long, device=dev)])
+            st["tf_seen"] = torch.cat([st["tf_seen"], torch.zeros(k, dtype=torch.bool, device=dev)])
+            st["step"] += [0] * k
+            st["next_check"] += [0] * k
+            st["backoff"] += [1] * k
+        for r in rows:
+            r.init = None
+        st["rows"] = allrows
+        self._state = st
+        self._layout()
+
+    def _keep(self, keep: list[int]):
+        st = self._state
+        if not keep:
+            self._state = None
+            return
+        if len(keep) == len(st["rows"]):
+            return
+        ki = torch.tensor(keep, device=self.dev)
+        for key in ("memory", "exp_avg", "exp_avg_sq", "best", "best_step", "tf_seen"):
+            st[key] = st[key][ki]
+        for key in ("step", "next_check", "backoff", "rows"):
+            st[key] = [st[key][i] for i in keep]
+        M = max(r.m for r in st["rows"])
+        if M < st["memory"].shape[1]:
+            for key in ("memory", "exp_avg", "exp_avg_sq"):
+                st[key] = st[key][:, :M].contiguous()
+        self._layout()
+
+    def _layout(self):
+        """Index tensors of the padded batch: where each row's memory and target inputs sit, which
+        kept logit positions predict which labels (-100: padding)."""
+        st, dev = self._state, self.dev
+        rows = st["rows"]
+        p, g = len(self.prefix), (1 if self.first else 0)
+        M = st["memory"].shape[1]
+        n_in = [int(r.ids.numel()) - 1 for r in rows]           # target tokens that are inputs
+        N = max(max(n_in), 1)
+        L = p + max(r.m + k for r, k in zip(rows, n_in))
+        b = len(rows)
+        tin_ids = torch.zeros(b, N, dtype=torch.long)
+        for j, r in enumerate(rows):
+            tin_ids[j, :n_in[j]] = r.ids[:-1]
+        # pool = [prefix p][memory M][target inputs N]; position pos of row j reads pool[idx[j, pos]]
+        pos = torch.arange(L)[None].expand(b, -1)
+        mrow = torch.tensor([r.m for r in rows])[:, None]
+        idx = torch.where(pos < p + mrow, pos, pos + (M - mrow)).clamp(max=p + M + N - 1)
+        starts = [p + r.m - 1 + g for r in rows]                # position predicting the first label
+        s0 = min(starts)
+        K = L - s0
+        labels = torch.full((b, K), -100, dtype=torch.long)
+        for j, r in enumerate(rows):
+            lab = r.ids[g:]
+            labels[j, starts[j] - s0: starts[j] - s0 + lab.numel()] = lab
+        with torch.no_grad():
+            st["tin"] = self.emb(tin_ids.to(dev))
+        st["idx"] = idx.to(dev)
+        st["labels"] = labels.to(dev)
+        st["n_pred"] = torch.tensor([r.ids.numel() - g for r in rows], device=dev)
+        st["given"] = torch.stack([r.ids[:g] for r in rows]).to(dev)
+        st["K"], st["L"] = K, L
+
+    # -- one step ---------------------------------------------------------------------------
+    def _passes(self, b: int, K: int) -> int:
+        """Rows per forward pass: ``rows_per_pass`` when set, else as many as keep the logits of
+        K positions under LOGITS_BUDGET elements."""
+        if self.rows_per_pass is not None:
+            return max(1, min(b, self.rows_per_pass))
+        return max(1, min(b, LOGITS_BUDGET // max(1, K * self.V)))
+
+    def _sync(self):
+        if self.profile and self.dev.type == "cuda":
+            torch.cuda.synchronize(self.dev)
+
+    def _forward_backward(self, want_grad: bool):
+        """Losses, accuracies and gradients of every active row, in passes of ``rows_per_pass`` rows."""
+        st = self._state
+        b = len(st["rows"])
+        chunk = self._passes(b, st["K"])
+        losses, correct_counts, grads = [], [], []
+        for lo in range(0, b, chunk):
+            sl = slice(lo, lo + chunk)
+            t = time.perf_counter()
+            mem = st["memory"][sl].detach().requires_grad_(want_grad)
+            c = mem.shape[0]
+            parts = [] if self.pre is None else [self.pre.expand(c, -1, -1)]
+            pool = torch.cat(parts + [mem.to(self.mdt), st["tin"][sl]], 1)
+            x = pool.gather(1, st["idx"][sl, :, None].expand(-1, -1, self.d))
+            kw = {"inputs_embeds": x, "use_cache": False}
+            if self.opts["logits_to_keep"]:
+                kw["logits_to_keep"] = st["K"]
+            with autocast(self.dev, self.ac_dtype):
+                logits = self.model(**kw).logits[:, -st["K"]:]
+            labels = st["labels"][sl]
+            lf = logits.float()
+            V = lf.shape[-1]
+            ce = F.cross_entropy(lf.reshape(-1, V), labels.reshape(-1), reduction="none",
+                                 ignore_index=-100).view(c, -1)           # no transposed copy
+            loss_rows = ce.sum(1) / st["n_pred"][sl]
+            with torch.no_grad():
+                ok = (lf.argmax(-1) == labels) & (labels >= 0)
+                correct_counts.append(ok.sum(1))
+            self._sync()
+            self.timings["forward"] += time.perf_counter() - t
+            t = time.perf_counter()
+            if want_grad:
+                grads.append(torch.autograd.grad(loss_rows.sum(), mem)[0])
+            self._sync()
+            self.timings["backward"] += time.perf_counter() - t
+            losses.append(loss_rows.detach())
+            del logits, lf, ce, x, pool, mem, loss_rows
+        return (torch.cat(losses), torch.cat(correct_counts),
+                torch.cat(grads) if want_grad else None)
+
+    def _greedy(self, rows: list[int], mem) -> torch.Tensor:
+        """Greedy ids [len(rows), longest predicted length] after each row's own m memory vectors
+        (rows grouped by m)."""
+        st = self._state
+        gq = 1 if self.first else 0
+        n = max(int(st["rows"][r].ids.numel()) - gq for r in rows)
+        out = torch.zeros(len(rows), n, dtype=torch.long)
+        t = time.perf_counter()
+        for m in sorted({st["rows"][r].m for r in rows}):
+            js = [j for j, r in enumerate(rows) if st["rows"][r].m == m]
+            ri = torch.tensor([rows[j] for j in js], device=self.dev)
+            while True:
+                try:
+                    g = greedy(self.model, mem[ri, :m], n, prefix_ids=self.prefix, given_ids=st["given"][ri],
+                               autocast_dtype=self.ac_dtype, batch=self._passes(len(js), 1)).cpu()
+                    break
+                except torch.OutOfMemoryError:
+                    self._halve()
+            out[js] = g
+        self.timings["greedy"] += time.perf_counter() - t
+        return out
+
+    def _halve(self):
+        b = len(self._state["rows"]) if self._state is not None else 1
+        cur = self.rows_per_pass or self._passes(b, self._state["K"] if self._state else 1)
+        if cur <= 1:
+            raise torch.OutOfMemoryError(
+                "out of memory with one string per forward pass: use a smaller model, a shorter target "
+                "or a lower precision (dtype='bfloat16')")
+        self.rows_per_pass = max(1, cur // 2)
+        self.oom_retries += 1
+        if self.dev.type == "cuda":
+            torch.cuda.empty_cache()
+
+    def _greedy_for(self, rows: list[int], mem):
+        """Greedy ids of `rows` (local indices), each cut to its own predicted length."""
+        if not rows:
+            return {}
+        g = self._greedy(rows, mem)
+        st = self._state
+        gq = 1 if self.first else 0
+        return {r: g[j, :int(st["rows"][r].ids.numel()) - gq] for j, r in enumerate(rows)}
+
+    def _step(self):
+        st = self._state
+        b = len(st["rows"])
+        while True:
+            try:
+                lv, ncorrect, grad = self._forward_backward(want_grad=True)
+                break
+            except torch.OutOfMemoryError:
+                self._halve()
+        self.steps_run += 1
+        self.row_steps += b
+        t = time.perf_counter()
+        steps = torch.tensor(st["step"], device=self.dev)
+        n_pred = st["n_pred"]
+        with torch.no_grad():
+            tf_ok = ncorrect == n_pred
+            acc = ncorrect.float() / n_pred
+            finite = torch.isfinite(lv)
+            improved = finite & (lv < st["best"])
+            st["best"] = torch.where(improved, lv, st["best"])
+            st["best_step"] = torch.where(improved, steps, st["best_step"])
+            st["tf_seen"] |= tf_ok & finite
+            stale = (steps - st["best_step"]) >= self.patience
+            maxed = steps >= self.max_steps
+            check_ready = torch.tensor(st["next_check"], device=self.dev) <= steps
+            cand = tf_ok & finite & (check_ready | stale | maxed)
+            event = cand | ~finite | stale | maxed
+            # one host-device synchronisation per step: is anything to decide?
+            any_event = bool(event.any())
+            self.timings["syncs"] += 1
+        reasons: dict[int, str | None] = {}
+        decoded: dict[int, torch.Tensor] = {}
+        if any_event:
+            flags = torch.stack([cand, finite, stale, maxed]).cpu()
+            cand_l = flags[0].nonzero().flatten().tolist()
+            if cand_l:
+                mem = st["memory"]
+                if self.verify:
+                    got = self._greedy_for(cand_l, mem)
+                    for r in cand_l:
+                        lab = st["rows"][r].ids[1 if self.first else 0:]
+                        if torch.equal(got[r], lab):
+                            reasons[r] = None
+                            decoded[r] = got[r]
+                        else:     # teacher-forced but not greedy: look again later, less often
+                            st["next_check"][r] = st["step"][r] + st["backoff"][r]
+                            st["backoff"][r] = min(64, 2 * st["backoff"][r])
+                else:
+                    for r in cand_l:
+                        reasons[r] = None
+            for r in (~flags[1]).nonzero().flatten().tolist():
+                reasons[r] = "non-finite loss"
+            for r in (flags[2] & flags[1]).nonzero().flatten().tolist():
+                reasons.setdefault(r, "patience")
+            for r in flags[3].nonzero().flatten().tolist():
+                reasons.setdefault(r, "max_steps")
+        self.timings["checks"] += time.perf_counter() - t
+
+        if self.on_step is not None:
+            ok_done = sum(1 for v in self.results.values() if v.success)
+            self.on_step(StepInfo(step=max(st["step"]), active=[r.index for r in st["rows"]], losses=lv.tolist(),
+                                  best_losses=st["best"].tolist(), elapsed=time.perf_counter() - self.t0,
+                                  n_total=self.next_index, n_done=len(self.results), n_success=ok_done,
+                                  lr=self.lr * lr_factor(self.schedule, max(st["step"]), self.max_steps)))
+        if reasons:
+            self._finish(reasons, decoded, lv, acc)
+        keep = [j for j in range(b) if j not in reasons]
+        if keep:
+            t = time.perf_counter()
+            if len(keep) < b:
+                grad = grad[torch.tensor(keep, device=self.dev)]
+            self._keep(keep)
+            self._update(grad[:, :self._state["memory"].shape[1]])
+            self._sync()
+            self.timings["update"] += time.perf_counter() - t
+        else:
+            self._state = None
+
+    def _update(self, grad):
+        """AdamW (decoupled weight decay; torch.optim.AdamW's update rule), per row and element, each
+        row at its own step count."""
+        st = self._state
+        b1, b2 = self.b1, self.b2
+        lr_t, step_size, bc2_sqrt = [], [], []
+        for s in st["step"]:
+            t = s + 1
+            lr_s = self.lr * lr_factor(self.schedule, s, self.max_steps)
+            lr_t.append(1 - lr_s * self.wd)
+            step_size.append(-lr_s / (1 - b1 ** t))
+            bc2_sqrt.append(math.sqrt(1 - b2 ** t))
+        shape = (-1, 1, 1)
+        decay = torch.tensor(lr_t, device=self.dev).view(shape)
+        size = torch.tensor(step_size, device=self.dev).view(shape)
+        bc2 = torch.tensor(bc2_sqrt, device=self.dev).view(shape)
+        with torch.no_grad():
+            mem, ea, eas = st["memory"], st["exp_avg"], st["exp_avg_sq"]
+            mem.mul_(decay)
+            ea.lerp_(grad, 1 - b1)
+            eas.mul_(b2).addcmul_(grad, grad, value=1 - b2)
+            denom = (eas.sqrt() / bc2).add_(self.eps)
+            mem.add_(size * ea / denom)
+        st["step"] = [s + 1 for s in st["step"]]
+
+    def _finish(self, reasons, decoded, lv, acc):
+        st = self._state
+        mem = st["memory"]
+        if self.verify:
+            need = [r for r, why in reasons.items() if why is not None and why != "non-finite loss"]
+            decoded.update(self._greedy_for(need, mem))
+        gq = 1 if self.first else 0
+        for r in sorted(reasons):
+            row = st["rows"][r]
+            want = row.ids[gq:]
+            if r in decoded:
+                gids = decoded[r]
+                gacc = float((gids == want).float().mean())
+                gl = [int(t) for t in gids.tolist()]
+            else:
+                gacc, gl = (float("nan") if not self.verify else 0.0), []
+            res = StringResult(
+                index=row.index, target_ids=[int(t) for t in row.ids.tolist()],
+                success=reasons[r] is None, tf_success=bool(st["tf_seen"][r]), steps=int(st["step"][r]),
+                final_loss=float(lv[r]), token_accuracy=float(acc[r]), greedy_accuracy=gacc, greedy_ids=gl,
+                memory=mem[r, :row.m].detach().float().cpu().clone(), prefix_ids=list(self.prefix),
+                first_token_as_input=self.first, reason=reasons[r], best_loss=float(st["best"][r]))
+            self.results[row.index] = res
+            if self.on_string is not None:
+                self.on_string(res)
+            if row.tag is not None and hasattr(row.tag, "done"):
+                row.tag.done(res)
+
+    # -- the loop ---------------------------------------------------------------------------
+    def run(self, *, wait=None) -> None:
+        """Optimise until the queue is empty and no string is active. ``wait()``, when given, says
+        whether more strings may still be submitted (by other threads): the loop then waits for them
+        instead of returning."""
+        with _frozen(self.model), torch.enable_grad():
+            while True:
+                if _stopped(self.stop):
+                    self.interrupted = True
+                    break
+                with self.lock:
+                    active = 0 if self._state is None else len(self._state["rows"])
+                    if self._cap is None:
+                        self._cap = self.batch_size or default_batch_size(self.model, self._max_len())
+                    cap = self._cap
+                    room = max(0, cap - active)
+                    take, self.queue = self.queue[:room], self.queue[room:]
+                    if not take and active == 0:
+                        if wait is not None and wait():
+                            self.lock.wait(timeout=0.05)
+                            continue
+                        break
+                if take:
+                    self._admit(take)
+                self._step()
+
+    def _max_len(self) -> int:
+        rows = self.queue[:64] + ([] if self._state is None else self._state["rows"])
+        return len(self.prefix) + max((r.m + int(r.ids.numel()) for r in rows), default=64)
+
+    def result(self, m=None) -> CramResult:
+        strings = [self.results[i] for i in sorted(self.results)]
+        settings = self.settings()
+        settings.update(self.extra_settings)
+        return CramResult(strings=strings, m=m, settings=settings, wall_time=time.perf_counter() - self.t0,
+                          interrupted=self.interrupted, steps_run=self.steps_run, row_steps=self.row_steps,
+                          timings=dict(self.timings), oom_retries=self.oom_retries)
+
+
 def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1e-2,
          betas=(0.9, 0.9), weight_decay=0.01, max_steps=3000, patience=500, schedule=None,
          seed=0, autocast_dtype=None, init_std=None, on_step: Callable | None = None,
-         on_string: Callable | None = None, stop=None, verify=True, eps=1e-8) -> CramResult:
-    """Cram B target strings [B, n] into m memory vectors each; see the module docstring.
+         on_string: Callable | None = None, stop=None, verify=True, eps=1e-8, batch_size=None,
+         rows_per_pass=None, profile=False) -> CramResult:
+    """Cram target strings into m memory vectors each; see the module docstring.
 
     model: a transformers causal LM (a LoadedModel is unwrapped); its weights are not changed.
+    targets: a LongTensor [B, n], or a list of token-id sequences of any lengths (ragged).
+    m: memory vectors per string (an int, or one per string).
     prefix_ids: fixed token ids before the memory (e.g. ``default_prefix(model)``), or None.
     first_token_as_input: [A]/[K] convention (t_1 is input, t_2..t_n are predicted).
     lr, betas, weight_decay: AdamW (decoupled decay, torch's update rule), applied per row.
@@ -336,189 +851,40 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
         improved on its best for `patience` steps.
     schedule: None | "constant" | "cosine" | "warmup_cosine" | callable(step, max_steps) -> factor.
     seed: with the target ids, seeds each string's initial memory (``string_seed``).
-    autocast_dtype: None (model dtype, fp32 on CPU) or "bfloat16"/"float16" autocast.
+    autocast_dtype: None (model dtype) or "bfloat16"/"float16" autocast (weights stay as they are;
+        loading the model in bf16 is cheaper: see accesslib.models.loading.load_model).
     init_std: absolute std of the initial memory; default ``init_std_of(model)``.
+    batch_size: at most this many strings active at once (continuous batching: finished strings
+        are replaced from the queue); default :func:`default_batch_size`.
+    rows_per_pass: at most this many rows per forward/backward pass (default: by LOGITS_BUDGET);
+        halved on an out-of-memory error.
+    profile: synchronise the GPU around each phase so ``CramResult.timings`` is exact there.
     on_step(StepInfo), on_string(StringResult): callbacks; stop: Event or callable -> bool,
         checked before every step; an interrupted run returns what finished (interrupted=True).
     verify: confirm teacher-forced successes by greedy generation (default). With verify=False
         success == tf_success and no greedy decoding is run (for speed measurements only).
     """
     model = hf_model(model)
-    check_token_ids("prefix_ids", prefix_ids)   # a str is not a list of ids ('12' is not [1, 2])
+    check_token_ids("prefix_ids", prefix_ids)
     prefix = token_ids(prefix_ids, "prefix_ids")
-    _validate(model, targets, m, prefix, first_token_as_input, lr, betas, weight_decay,
-              max_steps, patience, schedule, stop, seed, init_std, eps, on_step, on_string)
-    m, max_steps, patience = int(m), int(max_steps), int(patience)
-    ac_dtype = as_autocast_dtype(autocast_dtype)
-    t0 = time.perf_counter()
-    p0 = next(model.parameters())
-    dev, mdt = p0.device, p0.dtype
-    emb = model.get_input_embeddings()
-    B, n = targets.shape
-    d = emb.weight.shape[1]
-    std = float(init_std) if init_std is not None else init_std_of(model)
-    opts = forward_options(model)
-    b1, b2 = float(betas[0]), float(betas[1])
-    settings = dict(m=m, n=n, B=B, prefix_ids=prefix, first_token_as_input=bool(first_token_as_input),
-                    lr=float(lr), betas=[b1, b2], weight_decay=float(weight_decay),
-                    max_steps=max_steps, patience=patience,
-                    schedule=schedule if not callable(schedule) else getattr(schedule, "__name__", "callable"),
-                    seed=int(seed), autocast_dtype=None if ac_dtype is None else str(ac_dtype).replace("torch.", ""),
-                    init_std=std, init="normal*init_std, generator seeded by sha256(seed, target ids)",
-                    verify=bool(verify), eps=eps, success="greedy" if verify else "teacher-forced",
-                    model_dtype=str(mdt).replace("torch.", ""), device=str(dev))
-
-    targets_cpu = targets.detach().cpu()
-    # initial memory: one generator per string, independent of batch position
-    init = torch.empty(B, m, d)
-    for b in range(B):
-        g = torch.Generator().manual_seed(string_seed(seed, targets_cpu[b].tolist()))
-        init[b] = torch.randn(m, d, generator=g) * std
-
-    results: dict[int, StringResult] = {}
-    interrupted = False
-    steps_run = row_steps = 0
-    with _frozen(model), torch.enable_grad():
-        tg = targets_cpu.to(dev)
-        with torch.no_grad():
-            pre = emb(torch.tensor(prefix, device=dev)[None]) if prefix else None   # [1, p, d]
-            tin = emb(tg[:, :-1])                                                   # [B, n-1, d]
-        labels = tg[:, 1:] if first_token_as_input else tg
-        given = tg[:, :1] if first_token_as_input else tg[:, :0]
-        n_pred = labels.shape[1]
-
-        memory = init.to(dev)                      # fp32 master copy
-        exp_avg = torch.zeros_like(memory)
-        exp_avg_sq = torch.zeros_like(memory)
-        active = torch.arange(B, device=dev)
-        best = torch.full((B,), float("inf"), device=dev)
-        best_step = torch.zeros(B, dtype=torch.long, device=dev)
-
-        def finish(rows, reasons, mem, loss_rows, acc, step, tf_flags):
-            """Build StringResults for local rows `rows` (list) and report them."""
-            if not rows:
-                return
-            idx = torch.tensor(rows, device=dev)
-            decoded = None
-            if verify:
-                ok = [r for r in rows if reasons[r] != "non-finite loss"]
-                if ok:
-                    oi = torch.tensor(ok, device=dev)
-                    g = greedy(model, mem[oi], n_pred, prefix_ids=prefix, given_ids=given[oi],
-                               autocast_dtype=ac_dtype).cpu()
-                    decoded = {r: g[j] for j, r in enumerate(ok)}
-            for r in rows:
-                orig = int(active[r])
-                want = labels[r].cpu()
-                if decoded is not None and r in decoded:
-                    gids = decoded[r]
-                    gacc = float((gids == want).float().mean())
-                    gl = [int(t) for t in gids.tolist()]
-                else:
-                    gacc, gl = (float("nan") if not verify else 0.0), []
-                tf_ok = bool(tf_flags[r])
-                succ = (reasons[r] is None) and (tf_ok if not verify else gl == want.tolist())
-                res = StringResult(
-                    index=orig, target_ids=[int(t) for t in targets_cpu[orig].tolist()],
-                    success=bool(succ), tf_success=tf_ok, steps=int(step),
-                    final_loss=float(loss_rows[r]), token_accuracy=float(acc[r]),
-                    greedy_accuracy=gacc, greedy_ids=gl,
-                    memory=mem[r].detach().float().cpu().clone(), prefix_ids=list(prefix),
-                    first_token_as_input=bool(first_token_as_input), reason=reasons[r],
-                    best_loss=float(best[r]))
-                results[orig] = res
-                if on_string is not None:
-                    on_string(res)
-            del idx
-
-        tf_seen = torch.zeros(B, dtype=torch.bool, device=dev)
-        for step in range(max_steps + 1):
-            if _stopped(stop):
-                interrupted = True
-                break
-            b = active.numel()
-            mem = memory.detach().requires_grad_(True)
-            parts = [] if pre is None else [pre.expand(b, -1, -1)]
-            x = torch.cat(parts + [mem.to(mdt), tin], 1)
-            with autocast(dev, ac_dtype):
-                logits = _logits(model, x, n_pred, opts)
-            logits = logits.float()
-            ce = F.cross_entropy(logits.transpose(1, 2), labels, reduction="none")   # [b, n_pred]
-            loss_rows = ce.mean(1)
-            steps_run += 1
-            row_steps += b
-            with torch.no_grad():
-                lv = loss_rows.detach()
-                correct = logits.argmax(-1) == labels
-                acc = correct.float().mean(1)
-                tf_ok = correct.all(1)
-                finite = torch.isfinite(lv)
-                improved = finite & (lv < best)
-                best = torch.where(improved, lv, best)
-                best_step = torch.where(improved, torch.full_like(best_step, step), best_step)
-                tf_seen |= tf_ok & finite
-
-            reasons = {}
-            done = torch.zeros(b, dtype=torch.bool, device=dev)
-            cand = (tf_ok & finite).nonzero().flatten().tolist()
-            if cand:
-                if verify:
-                    ci = torch.tensor(cand, device=dev)
-                    g = greedy(model, mem.detach()[ci], n_pred, prefix_ids=prefix, given_ids=given[ci],
-                               autocast_dtype=ac_dtype)
-                    confirmed = (g == labels[ci]).all(1).tolist()
-                else:
-                    confirmed = [True] * len(cand)
-                for r, c in zip(cand, confirmed):
-                    if c:
-                        reasons[r] = None
-                        done[r] = True
-            for r in (~finite).nonzero().flatten().tolist():
-                reasons[r] = "non-finite loss"
-                done[r] = True
-            stale = (step - best_step) >= patience
-            for r in (stale & ~done).nonzero().flatten().tolist():
-                reasons[r] = "patience"
-                done[r] = True
-            if step == max_steps:
-                for r in (~done).nonzero().flatten().tolist():
-                    reasons[r] = "max_steps"
-                    done[r] = True
-
-            if on_step is not None:
-                ok_done = sum(1 for v in results.values() if v.success)
-                on_step(StepInfo(step=step, active=active.tolist(), losses=lv.tolist(),
-                                 best_losses=best.tolist(), elapsed=time.perf_counter() - t0,
-                                 n_total=B, n_done=len(results), n_success=ok_done,
-                                 lr=float(lr) * lr_factor(schedule, step, max_steps)))
-
-            rows = done.nonzero().flatten().tolist()
-            # tf_success of a finished row: it passed the teacher-forced test at some step
-            finish(rows, reasons, mem.detach(), lv, acc, step, tf_seen)
-            keep = (~done).nonzero().flatten()
-            if keep.numel() == 0:
-                break
-
-            # gradient of the per-row losses of the rows that continue (rows never interact)
-            grad = torch.autograd.grad(loss_rows[keep].sum(), mem)[0]
-            if keep.numel() < b:
-                grad, memory = grad[keep], memory[keep]
-                exp_avg, exp_avg_sq = exp_avg[keep], exp_avg_sq[keep]
-                active, best, best_step, tf_seen = active[keep], best[keep], best_step[keep], tf_seen[keep]
-                tin, labels, given = tin[keep], labels[keep], given[keep]
-            del logits, ce, loss_rows, mem, x
-
-            # AdamW (decoupled weight decay; torch.optim.AdamW's update rule), per element
-            with torch.no_grad():
-                t = step + 1
-                lr_t = float(lr) * lr_factor(schedule, step, max_steps)
-                memory.mul_(1 - lr_t * weight_decay)
-                exp_avg.lerp_(grad, 1 - b1)
-                exp_avg_sq.mul_(b2).addcmul_(grad, grad, value=1 - b2)
-                bc1, bc2 = 1 - b1 ** t, 1 - b2 ** t
-                denom = (exp_avg_sq.sqrt() / math.sqrt(bc2)).add_(eps)
-                memory.addcdiv_(exp_avg, denom, value=-lr_t / bc1)
-
-    strings = [results[i] for i in sorted(results)]
-    return CramResult(strings=strings, m=m, settings=settings, wall_time=time.perf_counter() - t0,
-                      interrupted=interrupted, steps_run=steps_run, row_steps=row_steps)
+    _validate_settings(model, m, prefix, lr, betas, weight_decay, max_steps, patience, schedule, stop,
+                       seed, init_std, eps, on_step, on_string, batch_size, rows_per_pass)
+    tl = _target_list(targets)
+    ms = list(m) if isinstance(m, (list, tuple)) else [int(m)] * len(tl)
+    if len(ms) != len(tl):
+        fail("m", f"an int or a list of {len(tl)} ints (one per target)", m)
+    for i, (ids, mi) in enumerate(zip(tl, ms)):
+        _check_target(model, ids, int(mi), prefix, first_token_as_input,
+                      "targets" if isinstance(targets, torch.Tensor) else f"targets[{i}]")
+    session = CramSession(model, prefix_ids=prefix, first_token_as_input=first_token_as_input, lr=lr,
+                          betas=betas, weight_decay=weight_decay, max_steps=max_steps, patience=patience,
+                          schedule=schedule, seed=seed, autocast_dtype=autocast_dtype, init_std=init_std,
+                          on_step=on_step, on_string=on_string, stop=stop, verify=verify, eps=eps,
+                          batch_size=batch_size, rows_per_pass=rows_per_pass, profile=profile)
+    for ids, mi in zip(tl, ms):
+        session.submit(ids, int(mi))
+    lens = sorted({int(t.numel()) for t in tl})
+    session.extra_settings = dict(m=ms[0] if len(set(ms)) == 1 else ms,
+                                  n=lens[0] if len(lens) == 1 else lens, B=len(tl))
+    session.run()
+    return session.result(m=ms[0] if len(set(ms)) == 1 else ms)

@@ -88,7 +88,7 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
     measured too (:func:`accesslib.engine.geometry.geometry_report`), so the apps can draw the
     refined bounds; ``geometry`` may also be a geometry record measured before (a dict).
     """
-    from accesslib.experiments.curves import accessibility_curve
+    from accesslib.experiments.curves import accessibility_curves
     from accesslib.models.loading import load_model
 
     lm = load_model(model_name)
@@ -100,15 +100,16 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
     bar = None
     if progress:
         from tqdm.auto import tqdm
-        bar = tqdm(total=len(ms), desc=f"{model_name}", unit="m")
-    settings = None
-    for m in ms:
-        kw = dict(cram_overrides)
-        if isinstance(kw.get("lengths"), dict):   # grid lengths per m
-            kw["lengths"] = kw["lengths"][m]
-        c = accessibility_curve(lm, int(m), samples=samples, source=source, seed=seed, store=store,
-                                search=search, protocol=protocol, **kw)
-        settings = c.settings
+        bar = tqdm(desc=f"{model_name}", unit="str")
+    kw = dict(cram_overrides)
+    lengths = kw.pop("lengths", None)
+    # one engine for every m: their length searches share its batch (continuous batching)
+    cs = accessibility_curves(lm, [int(m) for m in ms], lengths, samples=samples, source=source, seed=seed,
+                              store=store, search=search, protocol=protocol,
+                              on_string=(lambda row: (bar.update(1), bar.set_postfix(m=row["m"], n=row["n"])))
+                              if bar is not None else None, **kw)
+    settings = cs[0].settings if cs else None
+    for m, c in zip(ms, cs):
         curves.append(curve_record(c))
         # a few examples near n50 for the page: target text and what greedy decoding gave
         tok = lm.tokenizer
@@ -117,9 +118,6 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
                 greedy = tok.decode(row["greedy_ids"]) if tok is not None and row.get("greedy_ids") else None
                 ex.append(dict(m=int(m), n=int(n), success=bool(row["success"]), steps=int(row["steps"]),
                                target=row.get("target_text"), greedy=greedy))
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(n50=curves[-1]["n50"])
     if bar is not None:
         bar.close()
     geo = None

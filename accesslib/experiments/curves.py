@@ -35,11 +35,11 @@ from accesslib._checks import (
     fail,
     fail_short,
 )
-from accesslib.engine.cramming import SCHEDULES, protocol_settings
+from accesslib.engine.cramming import RUN_ONLY, SCHEDULES, protocol_settings
 from accesslib.results.store import ResultsStore, protocol_hash, target_hash
 from accesslib.theory.stats import N50Fit, fit_n50
 
-__all__ = ["SEARCHES", "AccessibilityCurve", "accessibility_curve", "search_paper", "search_bisect",
+__all__ = ["SEARCHES", "AccessibilityCurve", "accessibility_curve", "accessibility_curves", "search_paper", "search_bisect",
            "search_grid", "LengthSampler", "logistic_oracle", "hashed_settings", "protocol_hash_for"]
 
 SEARCHES = ("bisect", "paper", "grid")
@@ -64,6 +64,8 @@ def hashed_settings(protocol: str | Mapping[str, Any] = "paper", overrides: Mapp
     from accesslib.engine.targets import text_digest
 
     out = dict(protocol_settings(protocol, **dict(overrides or {})))
+    for key in RUN_ONLY:          # how the engine runs, not what it computes
+        out.pop(key, None)
     schedule = out.get("schedule")
     if schedule is not None and (not isinstance(schedule, str) or schedule not in SCHEDULES):
         # a callable's name (or repr) differs between processes and runs: a resumed run would
@@ -99,38 +101,64 @@ class LengthSampler:
     """Success results per (length n, sample index i); cram only what is not known yet.
 
     ``evaluate(n, indices) -> dict[i, bool]`` crams the strings with those sample indices at
-    length n (one batched call) and returns their successes. Missing entries in the answer mean
-    the run was stopped: the search ends there.
+    length n (one batched call) and returns their successes. ``evaluate_many(requests)``, when
+    given, takes several lengths at once (``[(n, indices), ...] -> dict[(n, i), bool]``, one engine
+    call for all of them) and is used instead. Missing entries in the answer mean the run was
+    stopped: the search ends there.
     """
 
-    def __init__(self, evaluate: Callable[[int, list[int]], Mapping[int, bool]], *, min_length: int = 1,
-                 max_length: int = 1000, stop: Callable[[], bool] | None = None):
+    def __init__(self, evaluate: Callable[[int, list[int]], Mapping[int, bool]] | None = None, *,
+                 min_length: int = 1, max_length: int = 1000, stop: Callable[[], bool] | None = None,
+                 evaluate_many: Callable[[list], Mapping[tuple, bool]] | None = None):
+        if evaluate is None and evaluate_many is None:
+            raise ValueError("LengthSampler needs evaluate or evaluate_many")
         self.evaluate = evaluate
+        self.evaluate_many = evaluate_many
         self.min_length, self.max_length = int(min_length), int(max_length)
         self.stop = stop
         self.results: dict[int, dict[int, bool]] = {}
         self.crammed = 0  # strings sent to evaluate (the cost of the search)
         self.order: list[int] = []  # lengths in the order they were first measured
+        self.calls = 0    # engine calls (one per counts / counts_many that had strings to cram)
 
     def counts(self, n: int, samples: int) -> tuple[int, int]:
         """Make sure samples 0..samples-1 are measured at n; return (successes, total) at n."""
-        n = int(n)
-        if not self.min_length <= n <= self.max_length:
-            raise ValueError(f"length n={n} outside [{self.min_length}, {self.max_length}]")
-        got = self.results.setdefault(n, {})
-        if n not in self.order:
-            self.order.append(n)
-        todo = [i for i in range(samples) if i not in got]
-        if todo:
+        return self.counts_many([(n, samples)])[0]
+
+    def counts_many(self, wants) -> list[tuple[int, int]]:
+        """:meth:`counts` for several (n, samples) at once: everything missing goes to the engine in
+        one call (``evaluate_many``), so strings of different lengths share its batch."""
+        requests = []
+        for n, samples in wants:
+            n = int(n)
+            if not self.min_length <= n <= self.max_length:
+                raise ValueError(f"length n={n} outside [{self.min_length}, {self.max_length}]")
+            got = self.results.setdefault(n, {})
+            if n not in self.order:
+                self.order.append(n)
+            todo = [i for i in range(samples) if i not in got]
+            if todo:
+                requests.append((n, todo))
+        if requests:
             if self.stop is not None and self.stop():
                 raise _Stopped
-            answer = self.evaluate(n, todo)
-            self.crammed += len(todo)
-            got.update({int(i): bool(v) for i, v in answer.items()})
-            if any(i not in answer for i in todo):
+            self.calls += 1
+            if self.evaluate_many is not None:
+                answer = self.evaluate_many(requests)
+            else:
+                answer = {(n, i): v for n, todo in requests for i, v in self.evaluate(n, todo).items()}
+            stopped = False
+            for n, todo in requests:
+                self.crammed += len(todo)
+                self.results[n].update({int(i): bool(answer[(n, i)]) for i in todo if (n, i) in answer})
+                stopped |= any((n, i) not in answer for i in todo)
+            if stopped:
                 raise _Stopped
-        vals = [got[i] for i in range(samples)]
-        return sum(vals), len(vals)
+        out = []
+        for n, samples in wants:
+            vals = [self.results[int(n)][i] for i in range(samples)]
+            out.append((sum(vals), len(vals)))
+        return out
 
     def frac(self, n: int, samples: int) -> float:
         s, t = self.counts(n, samples)
@@ -141,9 +169,8 @@ class LengthSampler:
 
 
 def search_grid(S: LengthSampler, lengths: Sequence[int], samples: int):
-    """Measure ``samples`` strings at each given length."""
-    for n in lengths:
-        S.counts(n, samples)
+    """Measure ``samples`` strings at each given length (one engine call for all of them)."""
+    S.counts_many([(n, samples) for n in lengths])
 
 
 def search_paper(S: LengthSampler, m: int, samples: int, *, big_step: int = 100, small_step: int = 10,
@@ -253,9 +280,7 @@ def search_bisect(S: LengthSampler, m: int, samples: int, *, pilot: int = 4, pre
             return
         if rounds == max_rounds:
             return
-        for n in pts:
-            have = len(S.results.get(n, {}))
-            S.counts(n, (have // samples + 1) * samples)
+        S.counts_many([(n, (len(S.results.get(n, {})) // samples + 1) * samples) for n in pts])
 
 
 def logistic_oracle(x0: float, k: float, seed: int = 0) -> Callable[[int, list[int]], dict[int, bool]]:
@@ -290,6 +315,7 @@ class AccessibilityCurve:
     strings_from_store: int = 0  # found in the store (resume)
     wall_time: float = 0.0
     interrupted: bool = False
+    engine: Any = field(default=None, repr=False)   # the engine's CramResult (timings, steps; no strings)
 
     @property
     def fractions(self) -> list[float]:
@@ -331,23 +357,67 @@ def accessibility_curve(model, m: int, lengths: Sequence[int] | None = None, sam
                         pilot: int = 4, precision: float = 0.02, max_length: int = 1000,
                         start: int | None = None,
                         on_string: Callable[[dict], None] | None = None, on_step=None, stop=None,
+                        batch_size: int | None = None, rows_per_pass: int | None = None,
                         **cram_overrides) -> AccessibilityCurve:
     """Measure the accessibility curve (success fraction per target length) for m memory vectors.
 
     model: a LoadedModel, a transformers causal LM (give ``model_name``), or a name for
     :func:`accesslib.models.loading.load_model`. lengths: measure exactly these (``search="grid"``);
     otherwise the length search ``search`` ("bisect" default, "paper") picks them.
-    One :func:`accesslib.engine.cramming.cram` call per length, batched over the strings at that
-    length; each finished string is written to ``store`` at once (and skipped when already
-    there). ``on_string(row)`` after every string crammed; ``on_step`` is passed to cram;
-    ``stop`` (threading.Event or callable) ends the run between steps, returning what was
-    finished (``interrupted=True``). ``cram_overrides`` change single cram settings
-    (e.g. ``max_steps=50``); they enter the protocol hash.
+    All strings go through one continuous-batching engine
+    (:class:`accesslib.engine.cramming.CramSession`): a grid's lengths, the bisect search's
+    refinement lengths, share its batch of at most ``batch_size`` strings. Each finished string is
+    written to ``store`` at once (and skipped when already there). ``on_string(row)`` after every
+    string crammed; ``on_step`` is passed to the engine; ``stop`` (threading.Event or callable) ends
+    the run between steps, returning what was finished (``interrupted=True``). ``cram_overrides``
+    change single cram settings (e.g. ``max_steps=50``); they enter the protocol hash
+    (``batch_size`` and ``rows_per_pass`` do not: they change no result).
     """
-    from accesslib.engine import targets as _targets
-    from accesslib.engine.cramming import cram
-
     m = check_int("m", m, 1)
+    return accessibility_curves(model, [m], lengths, samples, source, seed, store, search, protocol,
+                                tokenizer=tokenizer, model_name=model_name, text=text, pilot=pilot,
+                                precision=precision, max_length=max_length, start=start, on_string=on_string,
+                                on_step=on_step, stop=stop, batch_size=batch_size, rows_per_pass=rows_per_pass,
+                                **cram_overrides)[0]
+
+
+class _Pending:
+    """Strings one search thread waits for; the engine thread calls :meth:`done` per string."""
+
+    def __init__(self, count: int):
+        self.left = count
+        self.event = threading.Event()
+        if count == 0:
+            self.event.set()
+
+    def one_done(self):
+        self.left -= 1
+        if self.left <= 0:
+            self.event.set()
+
+
+class _Tag:
+    __slots__ = ("done",)
+
+    def __init__(self, done):
+        self.done = done
+
+
+def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 16, source: str = "natural",
+                         seed: int = 0, store: ResultsStore | str | None = None, search: str | None = None,
+                         protocol: str | Mapping[str, Any] = "paper", *, tokenizer=None,
+                         model_name: str | None = None, text: str | None = None, pilot: int = 4,
+                         precision: float = 0.02, max_length: int = 1000, start: int | None = None,
+                         on_string: Callable[[dict], None] | None = None, on_step=None, stop=None,
+                         batch_size: int | None = None, rows_per_pass: int | None = None,
+                         **cram_overrides) -> list[AccessibilityCurve]:
+    """:func:`accessibility_curve` for several m at once: one length search per m, all feeding one
+    continuous-batching engine, so the pilot batches of every m fill its batch together.
+    ``lengths`` (search="grid") may be a dict {m: lengths}. Returns the curves in the order of ``ms``."""
+    from accesslib.engine import targets as _targets
+    from accesslib.engine.cramming import CramSession
+
+    ms = check_int_list("ms", list(ms) if isinstance(ms, (list, tuple)) else ms, 1)
     samples = check_int("samples", samples, 1)
     seed = check_seed("seed", seed)
     check_choice("source", source, _targets.SOURCES)
@@ -363,10 +433,12 @@ def accessibility_curve(model, m: int, lengths: Sequence[int] | None = None, sam
     if search is None:
         search = "grid" if lengths is not None else "bisect"
     check_choice("search", search, SEARCHES)
+    grid: dict[int, list[int]] = {}
     if search == "grid":
         if lengths is None:
             fail("lengths", "given with search='grid'", lengths)
-        lengths = check_int_list("lengths", lengths, 1)
+        for m in ms:
+            grid[m] = check_int_list("lengths", lengths[m] if isinstance(lengths, Mapping) else lengths, 1)
     elif lengths is not None:
         fail("lengths", f"None with search={search!r}, which picks them (give lengths only with "
              f"search='grid')", lengths)
@@ -375,6 +447,8 @@ def accessibility_curve(model, m: int, lengths: Sequence[int] | None = None, sam
     max_length = check_int("max_length", max_length, 1)
     if start is not None:
         start = check_int("start", start, 1)
+    if batch_size is not None:
+        check_int("batch_size", batch_size, 1)
 
     if isinstance(model, str):
         from accesslib.models.loading import load_model
@@ -389,83 +463,123 @@ def accessibility_curve(model, m: int, lengths: Sequence[int] | None = None, sam
     floor = 2 if first_as_input else 1   # the first target token is an input, not an output
     if max_length < floor:
         fail("max_length", f">= {floor} with first_token_as_input={first_as_input}", max_length)
-    if max_ctx:
-        prefix_len = len(settings.get("prefix_ids") or []) + 1  # room for a BOS-like prefix
-        max_length = min(max_length, int(max_ctx) - m - prefix_len)
-        if max_length < floor:
-            fail("m", f"small enough to leave room in the model's context ({max_ctx} tokens) for a "
-                 f"target of {floor} token(s) after the memory", m)
+    cap_of = {}
+    for m in ms:
+        cap = max_length
+        if max_ctx:
+            prefix_len = len(settings.get("prefix_ids") or []) + 1  # room for a BOS-like prefix
+            cap = min(max_length, int(max_ctx) - m - prefix_len)
+            if cap < floor:
+                fail("m", f"small enough to leave room in the model's context ({max_ctx} tokens) for a "
+                     f"target of {floor} token(s) after the memory", m)
+        cap_of[m] = cap
     exclude = list(getattr(tok, "all_special_ids", []) or []) if tok is not None else []
 
     stop_fn = None
     if stop is not None:
         stop_fn = stop.is_set if isinstance(stop, threading.Event) else stop
-    curve = AccessibilityCurve(name, int(m), source, ph, settings, int(seed), search)
-    rows_by_n: dict[int, dict[int, dict]] = {}
+    engine = CramSession(hf, seed=int(seed), on_step=on_step, stop=stop, batch_size=batch_size,
+                         rows_per_pass=rows_per_pass, **settings)
+    finished = threading.Event()      # the engine loop has returned (done, stopped or failed)
     t_start = time.perf_counter()
 
-    def evaluate(n: int, indices: list[int]) -> dict[int, bool]:
-        ids, texts = _targets.make_targets(source, n, max(indices) + 1, _derive_seed(seed, n, source),
-                                           tokenizer=tok, vocab_size=vocab_size, exclude=exclude, text=text)
-        got: dict[int, bool] = {}
-        todo = []
-        for i in indices:
-            tids = ids[i].tolist()
-            key = dict(model=name, m=int(m), n=n, source=source, target_hash=target_hash(tids),
-                       seed=int(seed), protocol_hash=ph)
-            if store is not None and store.has(key):
-                row = store.rows(**key)[0]
-                rows_by_n.setdefault(n, {})[i] = row
-                got[i] = bool(row["success"])
-                curve.strings_from_store += 1
-            else:
-                todo.append((i, tids, key))
-        if not todo:
+    def run_curve(m: int, curve: AccessibilityCurve):
+        rows_by_n: dict[int, dict[int, dict]] = {}
+
+        def evaluate_many(requests) -> dict[tuple, bool]:
+            got: dict[tuple, bool] = {}
+            todo = []
+            for n, indices in requests:
+                ids, texts = _targets.make_targets(source, n, max(indices) + 1, _derive_seed(seed, n, source),
+                                                   tokenizer=tok, vocab_size=vocab_size, exclude=exclude,
+                                                   text=text)
+                for i in indices:
+                    tids = ids[i].tolist()
+                    key = dict(model=name, m=int(m), n=n, source=source, target_hash=target_hash(tids),
+                               seed=int(seed), protocol_hash=ph)
+                    if store is not None and store.has(key):
+                        row = store.rows(**key)[0]
+                        rows_by_n.setdefault(n, {})[i] = row
+                        got[(n, i)] = bool(row["success"])
+                        curve.strings_from_store += 1
+                    else:
+                        todo.append((n, i, tids, key, texts[i] if texts else None))
+            pending = _Pending(len(todo))
+            t0 = time.perf_counter()
+
+            def done_fn(n, i, tids, key, target_text):
+                def done(res):
+                    row = dict(key, sample=i, success=bool(res.success), tf_success=bool(res.tf_success),
+                               steps=res.steps, final_loss=res.final_loss, token_accuracy=res.token_accuracy,
+                               greedy_accuracy=res.greedy_accuracy, target_text=target_text,
+                               target_ids=tids, greedy_ids=res.greedy_ids, memory=res.memory,
+                               prefix_ids=res.prefix_ids, first_token_as_input=res.first_token_as_input,
+                               wall_time=time.perf_counter() - t0, reason=res.reason)
+                    try:
+                        if store is not None:
+                            store.add(row, settings=hash_input)
+                        row.pop("memory", None)
+                        rows_by_n.setdefault(n, {})[i] = row
+                        got[(n, i)] = row["success"]
+                        curve.strings_crammed += 1
+                        if on_string is not None:
+                            on_string(row)
+                    finally:
+                        pending.one_done()
+                return done
+
+            for n, i, tids, key, target_text in todo:
+                engine.submit(tids, m, tag=_Tag(done_fn(n, i, tids, key, target_text)))
+            while not pending.event.wait(0.05):
+                if finished.is_set():
+                    break
             return got
-        batch = ids[[i for i, _, _ in todo]]
-        t0 = time.perf_counter()
 
-        def string_done(res):
-            i, tids, key = todo[res.index]
-            row = dict(key, sample=i, success=bool(res.success), tf_success=bool(res.tf_success),
-                       steps=res.steps, final_loss=res.final_loss, token_accuracy=res.token_accuracy,
-                       greedy_accuracy=res.greedy_accuracy, target_text=texts[i] if texts else None,
-                       target_ids=tids, greedy_ids=res.greedy_ids, memory=res.memory,
-                       prefix_ids=res.prefix_ids, first_token_as_input=res.first_token_as_input,
-                       wall_time=time.perf_counter() - t0, reason=res.reason)
-            if res.reason == "stopped":
-                return  # an unfinished string is not a result
-            if store is not None:
-                store.add(row, settings=hash_input)
-            row.pop("memory", None)
-            rows_by_n.setdefault(n, {})[i] = row
-            got[i] = row["success"]
-            curve.strings_crammed += 1
-            if on_string is not None:
-                on_string(row)
+        sampler = LengthSampler(evaluate_many=evaluate_many, min_length=floor, max_length=cap_of[m],
+                                stop=stop_fn)
+        try:
+            if search == "grid":
+                search_grid(sampler, grid[m], samples)
+            elif search == "paper":
+                search_paper(sampler, int(m), samples, start=start)
+            else:
+                search_bisect(sampler, int(m), samples, pilot=pilot, precision=precision, start=start)
+        except _Stopped:
+            curve.interrupted = True
+        for n, (s, t) in sampler.curve().items():
+            curve.lengths.append(n)
+            curve.successes.append(s)
+            curve.totals.append(t)
+            curve.results[n] = [rows_by_n[n][i] for i in sorted(rows_by_n.get(n, {}))]
 
-        result = cram(hf, batch, int(m), seed=int(seed), on_step=on_step,
-                      on_string=string_done, stop=stop, **settings)
-        # strings the engine reported only in the result (no callback) are recorded too
-        for res in result.strings:
-            if todo[res.index][0] not in got:
-                string_done(res)
-        return got
+    curves = [AccessibilityCurve(name, int(m), source, ph, settings, int(seed), search) for m in ms]
+    errors: list[BaseException] = []
 
-    sampler = LengthSampler(evaluate, min_length=floor, max_length=max_length, stop=stop_fn)
+    def guarded(m, curve):
+        try:
+            run_curve(m, curve)
+        except BaseException as err:   # re-raised in the caller's thread below
+            errors.append(err)
+
+    threads = [threading.Thread(target=guarded, args=(m, c), daemon=True, name=f"curve-m{m}")
+               for m, c in zip(ms, curves)]
+    for t in threads:
+        t.start()
     try:
-        if search == "grid":
-            search_grid(sampler, lengths, samples)
-        elif search == "paper":
-            search_paper(sampler, int(m), samples, start=start)
-        else:
-            search_bisect(sampler, int(m), samples, pilot=pilot, precision=precision, start=start)
-    except _Stopped:
-        curve.interrupted = True
-    for n, (s, t) in sampler.curve().items():
-        curve.lengths.append(n)
-        curve.successes.append(s)
-        curve.totals.append(t)
-        curve.results[n] = [rows_by_n[n][i] for i in sorted(rows_by_n.get(n, {}))]
-    curve.wall_time = time.perf_counter() - t_start
-    return curve
+        engine.run(wait=lambda: any(t.is_alive() for t in threads))
+    finally:
+        finished.set()
+        for t in threads:
+            t.join()
+    if errors:
+        raise errors[0]
+    if engine.interrupted:
+        for c in curves:
+            c.interrupted = True
+    wall = time.perf_counter() - t_start
+    summary = engine.result()
+    summary.strings = []          # the rows are in curve.results
+    for c in curves:
+        c.wall_time = wall
+        c.engine = summary
+    return curves

@@ -230,6 +230,9 @@ _ENGINE_CHECKS = {
     "init_std": lambda n, v: _float(n, v, 0, low_open=True),
     "eps": lambda n, v: _float(n, v, 0, low_open=True),
     "prefix_ids": _prefix_ids,
+    "batch_size": lambda n, v: _int(n, v, 1, 100_000),
+    "rows_per_pass": lambda n, v: _int(n, v, 1, 100_000),
+    "profile": _bool,
 }
 
 

@@ -1,0 +1,143 @@
+"""The continuous-batching engine: ragged strings, a queue wider than the batch, row passes,
+out-of-memory back-off, the greedy re-check back-off, and the per-phase timings.
+
+A string's result must not depend on its batch-mates: the same successes, steps and memories
+as when it is crammed alone (up to floating-point summation order)."""
+import pytest
+import torch
+
+import accesslib.engine.cramming as cramming
+from accesslib.engine.cramming import CramSession, cram
+from accesslib.models.loading import tiny_model
+
+V = 64
+
+
+@pytest.fixture(scope="module")
+def neox():
+    return tiny_model("gpt_neox", d=32, vocab_size=V, layers=2, seed=0, initializer_range=0.3).model
+
+
+def ragged(seed=3):
+    g = torch.Generator().manual_seed(seed)
+    lens = [1, 3, 2, 1, 2, 3, 1]
+    return [torch.randint(0, V, (n,), generator=g).tolist() for n in lens]
+
+
+KW = dict(max_steps=80, patience=40, seed=5, lr=5e-2, prefix_ids=[0])
+
+
+def test_ragged_queue_equals_one_at_a_time(neox):
+    T, ms = ragged(), [1, 2, 1, 1, 2, 1, 2]
+    sizes = []
+    batched = cram(neox, T, ms, batch_size=3, on_step=lambda i: sizes.append(len(i.active)), **KW)
+    single = [cram(neox, [t], m, **KW).strings[0] for t, m in zip(T, ms)]
+    assert [s.index for s in batched.strings] == list(range(len(T)))
+    assert [s.success for s in batched.strings] == [s.success for s in single]
+    assert [s.steps for s in batched.strings] == [s.steps for s in single]
+    assert [s.reason for s in batched.strings] == [s.reason for s in single]
+    assert any(s.success for s in single) and not all(s.success for s in single)
+    for a, b, t, m in zip(batched.strings, single, T, ms):
+        assert a.target_ids == t and a.memory.shape == (m, 32)
+        assert torch.allclose(a.memory, b.memory, atol=1e-4)
+    # the batch stays full while the queue has strings: never more than 3, 3 until the queue ran dry
+    assert max(sizes) == 3 and sizes[:3] == [3, 3, 3]
+    assert batched.row_steps == sum(sizes) == sum(s.steps + 1 for s in batched.strings)
+    assert batched.settings["n"] == [1, 2, 3] and batched.settings["B"] == 7
+
+
+def first_losses(model, T, ms, **kw):
+    got = {}
+
+    def on_step(info):
+        for i, loss in zip(info.active, info.losses):
+            got.setdefault(i, loss)
+    cram(model, T, ms, max_steps=0, on_step=on_step, **kw)
+    return [got[i] for i in range(len(T))]
+
+
+def test_padding_does_not_change_a_rows_loss(neox):
+    T, ms = ragged(), [1, 2, 1, 1, 2, 1, 2]
+    together = first_losses(neox, T, ms, prefix_ids=[0])
+    alone = [first_losses(neox, [t], m, prefix_ids=[0])[0] for t, m in zip(T, ms)]
+    assert together == pytest.approx(alone, rel=1e-5, abs=1e-6)
+    # and with the first token given as input ([A]'s layout)
+    T2 = [t + [7] for t in T]
+    together = first_losses(neox, T2, ms, first_token_as_input=True)
+    alone = [first_losses(neox, [t], m, first_token_as_input=True)[0] for t, m in zip(T2, ms)]
+    assert together == pytest.approx(alone, rel=1e-5, abs=1e-6)
+
+
+def test_row_passes_agree_with_one_pass(neox):
+    T = ragged(4)
+    one = cram(neox, T, 1, rows_per_pass=None, **KW)
+    many = cram(neox, T, 1, rows_per_pass=2, **KW)
+    assert [s.steps for s in one.strings] == [s.steps for s in many.strings]
+    assert [s.success for s in one.strings] == [s.success for s in many.strings]
+    for a, b in zip(one.strings, many.strings):
+        assert torch.allclose(a.memory, b.memory, atol=1e-4)
+        assert a.final_loss == pytest.approx(b.final_loss, rel=1e-4, abs=1e-6)
+    # the budget decides the passes: a budget of one row's logits gives one row per pass
+    s = CramSession(neox)
+    assert s._passes(10, 5) == 10
+    old = cramming.LOGITS_BUDGET
+    cramming.LOGITS_BUDGET = 5 * V
+    try:
+        assert s._passes(10, 5) == 1
+    finally:
+        cramming.LOGITS_BUDGET = old
+
+
+def test_out_of_memory_halves_rows_and_completes(neox):
+    T = ragged(6)
+    clean = cram(neox, T, 1, **KW)
+    calls = {"raised": 0}
+    forward = neox.forward
+
+    def picky(*a, **kw):       # "out of memory" for a pass of more than 2 rows
+        x = kw.get("inputs_embeds")
+        if x is not None and x.shape[0] > 2:
+            calls["raised"] += 1
+            raise torch.OutOfMemoryError("CUDA out of memory (injected)")
+        return forward(*a, **kw)
+
+    neox.forward = picky
+    try:
+        r = cram(neox, T, 1, **KW)
+    finally:
+        del neox.forward
+    assert calls["raised"] >= 1 and r.oom_retries >= 1
+    assert [s.success for s in r.strings] == [s.success for s in clean.strings]
+    assert [s.steps for s in r.strings] == [s.steps for s in clean.strings]
+    # never swallowed: when even one row does not fit, the error reaches the caller
+    neox.forward = lambda *a, **kw: (_ for _ in ()).throw(torch.OutOfMemoryError("injected"))
+    try:
+        with pytest.raises(torch.OutOfMemoryError, match="one string per forward pass"):
+            cram(neox, T[:2], 1, max_steps=3)
+    finally:
+        del neox.forward
+
+
+def test_greedy_recheck_backs_off(neox, monkeypatch):
+    """A row that passes teacher-forced but fails greedy is re-checked at steps 0, 1, 3, 7, ...
+    (a doubling back-off, at most every 64 steps), not at every step."""
+    checks = []
+    real = cramming.greedy
+
+    def never(model, mem, n, **kw):          # greedy always disagrees with the target
+        checks.append(mem.shape[0])
+        return (real(model, mem, n, **kw) + 1) % V
+
+    monkeypatch.setattr(cramming, "greedy", never)
+    r = cram(neox, [[5]], 1, max_steps=200, patience=1000, lr=5e-2)
+    s = r.strings[0]
+    assert s.tf_success and not s.success and s.reason == "max_steps" and s.steps == 200
+    # tf passes at (nearly) every one of 201 steps; checks: <= log2 steps + every 64 after + final report
+    assert 3 <= len(checks) <= 12
+
+
+def test_timings_and_syncs(neox):
+    r = cram(neox, ragged(), 1, **KW)
+    assert set(r.timings) >= {"forward", "backward", "update", "checks", "greedy", "syncs"}
+    assert r.timings["forward"] > 0 and r.timings["backward"] > 0 and r.timings["update"] > 0
+    assert r.timings["syncs"] == r.steps_run      # one host-device synchronisation per step
