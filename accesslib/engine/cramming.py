@@ -66,11 +66,11 @@ from accesslib.models.loading import hf_model
 PROTOCOLS = {
     # [A] section "cramming", following [K]
     "paper": dict(lr=1e-2, betas=(0.9, 0.9), weight_decay=0.01, max_steps=3000, patience=500,
-                  schedule=None, first_token_as_input=True),
+                  schedule=None, first_token_as_input=True, patience_on="accuracy"),
     # Measured on tiny random and embedded models: same successes as "paper" in far fewer steps
     # (see FAST_EVIDENCE). A higher peak rate with a short warm-up and cosine decay.
     "fast": dict(lr=5e-2, betas=(0.9, 0.9), weight_decay=0.01, max_steps=1000, patience=200,
-                 schedule="warmup_cosine", first_token_as_input=False),
+                 schedule="warmup_cosine", first_token_as_input=False, patience_on="loss"),
 }
 
 
@@ -108,6 +108,10 @@ FAST_EVIDENCE = {
 }
 
 SCHEDULES = ("constant", "cosine", "warmup_cosine")
+
+#: what the patience clock watches: "loss" (a string stops when its loss has not improved for
+#: `patience` steps) or "accuracy" (its teacher-forced accuracy: the published code's rule)
+PATIENCE_ON = ("loss", "accuracy")
 
 #: cram() settings that change how the engine runs but no string's result: left out of the
 #: results store's protocol hash (accesslib.experiments.curves.hashed_settings).
@@ -281,7 +285,7 @@ def _check_model(model) -> None:
 
 def _validate_settings(model, m, prefix, lr, betas, weight_decay, max_steps, patience, schedule, stop,
                        seed=0, init_std=None, eps=1e-8, on_step=None, on_string=None, batch_size=None,
-                       rows_per_pass=None):
+                       rows_per_pass=None, patience_on="loss"):
     """Every setting of :func:`cram` but the targets, in the package's message style (accesslib._checks)."""
     _check_model(model)
     if isinstance(m, (list, tuple)):
@@ -305,6 +309,8 @@ def _validate_settings(model, m, prefix, lr, betas, weight_decay, max_steps, pat
     check_float("weight_decay", weight_decay, 0)
     check_int("max_steps", max_steps, 0)
     check_int("patience", patience, 1)
+    if patience_on not in PATIENCE_ON:
+        fail("patience_on", f"one of {', '.join(map(repr, PATIENCE_ON))}", patience_on)
     if batch_size is not None:
         check_int("batch_size", batch_size, 1)
     if rows_per_pass is not None:
@@ -413,12 +419,14 @@ class CramSession:
     def __init__(self, model, *, prefix_ids=None, first_token_as_input=False, lr=1e-2, betas=(0.9, 0.9),
                  weight_decay=0.01, max_steps=3000, patience=500, schedule=None, seed=0,
                  autocast_dtype=None, init_std=None, on_step=None, on_string=None, stop=None,
-                 verify=True, eps=1e-8, batch_size=None, rows_per_pass=None, profile=False):
+                 verify=True, eps=1e-8, batch_size=None, rows_per_pass=None, profile=False,
+                 patience_on="loss"):
         model = hf_model(model)
         check_token_ids("prefix_ids", prefix_ids)   # a str is not a list of ids ('12' is not [1, 2])
         prefix = token_ids(prefix_ids, "prefix_ids")
         _validate_settings(model, 1, prefix, lr, betas, weight_decay, max_steps, patience, schedule, stop,
-                           seed, init_std, eps, on_step, on_string, batch_size, rows_per_pass)
+                           seed, init_std, eps, on_step, on_string, batch_size, rows_per_pass, patience_on)
+        self.patience_on = patience_on
         self.model, self.prefix = model, prefix
         self.first = bool(first_token_as_input)
         self.lr, self.b1, self.b2 = float(lr), float(betas[0]), float(betas[1])
@@ -470,7 +478,7 @@ class CramSession:
         schedule = self.schedule
         return dict(prefix_ids=self.prefix, first_token_as_input=self.first, lr=self.lr,
                     betas=[self.b1, self.b2], weight_decay=self.wd, max_steps=self.max_steps,
-                    patience=self.patience,
+                    patience=self.patience, patience_on=self.patience_on,
                     schedule=schedule if not callable(schedule) else getattr(schedule, "__name__", "callable"),
                     seed=self.seed,
                     autocast_dtype=None if self.ac_dtype is None else str(self.ac_dtype).replace("torch.", ""),
@@ -495,6 +503,7 @@ class CramSession:
         if st is None:
             st = dict(memory=new_mem, exp_avg=torch.zeros_like(new_mem), exp_avg_sq=torch.zeros_like(new_mem),
                       best=torch.full((k,), float("inf"), device=dev),
+                      best_acc=torch.full((k,), -1.0, device=dev),
                       best_step=torch.zeros(k, dtype=torch.long, device=dev),
                       tf_seen=torch.zeros(k, dtype=torch.bool, device=dev),
                       step=[0] * k, next_check=[0] * k, backoff=[1] * k)
@@ -507,6 +516,7 @@ class CramSession:
             st["exp_avg"] = torch.cat([pad(st["exp_avg"]), torch.zeros_like(new_mem)])
             st["exp_avg_sq"] = torch.cat([pad(st["exp_avg_sq"]), torch.zeros_like(new_mem)])
             st["best"] = torch.cat([st["best"], torch.full((k,), float("inf"), device=dev)])
+            st["best_acc"] = torch.cat([st["best_acc"], torch.full((k,), -1.0, device=dev)])
             st["best_step"] = torch.cat([st["best_step"], torch.zeros(k, dtype=torch.long, device=dev)])
             st["tf_seen"] = torch.cat([st["tf_seen"], torch.zeros(k, dtype=torch.bool, device=dev)])
             st["step"] += [0] * k
@@ -526,7 +536,7 @@ class CramSession:
         if len(keep) == len(st["rows"]):
             return
         ki = torch.tensor(keep, device=self.dev)
-        for key in ("memory", "exp_avg", "exp_avg_sq", "best", "best_step", "tf_seen"):
+        for key in ("memory", "exp_avg", "exp_avg_sq", "best", "best_acc", "best_step", "tf_seen"):
             st[key] = st[key][ki]
         for key in ("step", "next_check", "backoff", "rows"):
             st[key] = [st[key][i] for i in keep]
@@ -684,6 +694,9 @@ class CramSession:
             finite = torch.isfinite(lv)
             improved = finite & (lv < st["best"])
             st["best"] = torch.where(improved, lv, st["best"])
+            if self.patience_on == "accuracy":
+                improved = finite & (acc > st["best_acc"])
+                st["best_acc"] = torch.where(improved, acc, st["best_acc"])
             st["best_step"] = torch.where(improved, steps, st["best_step"])
             st["tf_seen"] |= tf_ok & finite
             stale = (steps - st["best_step"]) >= self.patience
@@ -838,7 +851,7 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
          betas=(0.9, 0.9), weight_decay=0.01, max_steps=3000, patience=500, schedule=None,
          seed=0, autocast_dtype=None, init_std=None, on_step: Callable | None = None,
          on_string: Callable | None = None, stop=None, verify=True, eps=1e-8, batch_size=None,
-         rows_per_pass=None, profile=False) -> CramResult:
+         rows_per_pass=None, profile=False, patience_on="loss") -> CramResult:
     """Cram target strings into m memory vectors each; see the module docstring.
 
     model: a transformers causal LM (a LoadedModel is unwrapped); its weights are not changed.
@@ -847,8 +860,9 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
     prefix_ids: fixed token ids before the memory (e.g. ``default_prefix(model)``), or None.
     first_token_as_input: [A]/[K] convention (t_1 is input, t_2..t_n are predicted).
     lr, betas, weight_decay: AdamW (decoupled decay, torch's update rule), applied per row.
-    max_steps, patience: a string stops after max_steps updates, or when its loss has not
-        improved on its best for `patience` steps.
+    max_steps, patience: a string stops after max_steps updates, or when its loss (patience_on=
+        "loss") or its teacher-forced accuracy ("accuracy", the published rule) has not improved on
+        its best for `patience` steps.
     schedule: None | "constant" | "cosine" | "warmup_cosine" | callable(step, max_steps) -> factor.
     seed: with the target ids, seeds each string's initial memory (``string_seed``).
     autocast_dtype: None (model dtype) or "bfloat16"/"float16" autocast (weights stay as they are;
@@ -868,7 +882,7 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
     check_token_ids("prefix_ids", prefix_ids)
     prefix = token_ids(prefix_ids, "prefix_ids")
     _validate_settings(model, m, prefix, lr, betas, weight_decay, max_steps, patience, schedule, stop,
-                       seed, init_std, eps, on_step, on_string, batch_size, rows_per_pass)
+                       seed, init_std, eps, on_step, on_string, batch_size, rows_per_pass, patience_on)
     tl = _target_list(targets)
     ms = list(m) if isinstance(m, (list, tuple)) else [int(m)] * len(tl)
     if len(ms) != len(tl):
@@ -880,7 +894,8 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
                           betas=betas, weight_decay=weight_decay, max_steps=max_steps, patience=patience,
                           schedule=schedule, seed=seed, autocast_dtype=autocast_dtype, init_std=init_std,
                           on_step=on_step, on_string=on_string, stop=stop, verify=verify, eps=eps,
-                          batch_size=batch_size, rows_per_pass=rows_per_pass, profile=profile)
+                          batch_size=batch_size, rows_per_pass=rows_per_pass, profile=profile,
+                          patience_on=patience_on)
     for ids, mi in zip(tl, ms):
         session.submit(ids, int(mi))
     lens = sorted({int(t.numel()) for t in tl})

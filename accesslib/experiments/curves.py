@@ -66,6 +66,8 @@ def hashed_settings(protocol: str | Mapping[str, Any] = "paper", overrides: Mapp
     out = dict(protocol_settings(protocol, **dict(overrides or {})))
     for key in RUN_ONLY:          # how the engine runs, not what it computes
         out.pop(key, None)
+    if out.get("patience_on") == "loss":   # the rule every stored row had before it was a setting
+        out.pop("patience_on")
     schedule = out.get("schedule")
     if schedule is not None and (not isinstance(schedule, str) or schedule not in SCHEDULES):
         # a callable's name (or repr) differs between processes and runs: a resumed run would

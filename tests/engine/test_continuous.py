@@ -141,3 +141,21 @@ def test_timings_and_syncs(neox):
     assert set(r.timings) >= {"forward", "backward", "update", "checks", "greedy", "syncs"}
     assert r.timings["forward"] > 0 and r.timings["backward"] > 0 and r.timings["update"] > 0
     assert r.timings["syncs"] == r.steps_run      # one host-device synchronisation per step
+
+
+def test_patience_on_accuracy_stops_a_plateau(neox):
+    """patience_on="accuracy" (the published rule): a string whose teacher-forced accuracy stops
+    improving stops `patience` steps after its last improvement, even while its loss still falls."""
+    T = [[3, 9, 27, 40, 51, 60]]
+    seen = []
+    r = cram(neox, T, 1, max_steps=400, patience=30, lr=1e-2, patience_on="accuracy",
+             on_step=lambda i: seen.append(i.losses[0]))
+    s = r.strings[0]
+    assert not s.success and s.reason == "patience" and s.steps < 100 and s.token_accuracy == 0.5
+    by_loss = cram(neox, T, 1, max_steps=400, patience=30, lr=1e-2).strings[0]
+    # the loss keeps improving long after the accuracy plateaus: only max_steps stops it
+    assert (by_loss.reason, by_loss.steps) == ("max_steps", 400)
+    assert min(seen[s.steps - 30:]) < seen[s.steps - 30]
+    assert r.settings["patience_on"] == "accuracy"
+    with pytest.raises(ValueError, match="patience_on must be one of 'loss', 'accuracy'; got 'acc'"):
+        cram(neox, T, 1, patience_on="acc")

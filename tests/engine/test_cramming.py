@@ -232,7 +232,8 @@ def test_schedules_and_protocols():
     assert lr_factor("warmup_cosine", 19, 1000) == pytest.approx(1.0)
     assert lr_factor(lambda s, t: 0.5, 3, 10) == 0.5
     assert PROTOCOLS["paper"] == dict(lr=1e-2, betas=(0.9, 0.9), weight_decay=0.01, max_steps=3000,
-                                      patience=500, schedule=None, first_token_as_input=True)
+                                      patience=500, schedule=None, first_token_as_input=True,
+                                      patience_on="accuracy")
     assert set(PROTOCOLS["fast"]) == set(PROTOCOLS["paper"])
 
 

@@ -233,6 +233,7 @@ _ENGINE_CHECKS = {
     "batch_size": lambda n, v: _int(n, v, 1, 100_000),
     "rows_per_pass": lambda n, v: _int(n, v, 1, 100_000),
     "profile": _bool,
+    "patience_on": lambda n, v: _choice(n, v, ("loss", "accuracy")),
 }
 
 
