@@ -16,6 +16,16 @@ the bare transformers model). Four measurements:
   the per-token cost s_conv of section 4.
 
 :func:`geometry_report` runs all of it for one model and returns the refined slopes.
+
+Devices and dtypes: every tensor that meets the model's weights lives on the model's device
+(``next(model.parameters()).device``: CPU, CUDA, ...), so no operation mixes devices. Random
+draws (token ids, memory vectors, directions, census samples) come from a seeded CPU
+``torch.Generator`` and are then moved to the device: the same seed gives the same draws on
+every device, so a GPU run reproduces a CPU run up to floating-point rounding (a device
+generator would draw different numbers on each kind of device). Results come back to the host
+once, as float32 CPU tensors or numpy arrays. Numbers are computed in float32 (float64 for the
+principal axes) whatever the model's dtype, so a bfloat16 model works; only the forward
+passes, the thing measured, run in the model's own dtype.
 """
 from __future__ import annotations
 
@@ -68,13 +78,42 @@ def decoder_weights(model):
     return head.weight.detach(), (None if b is None else b.detach())
 
 
+def _device_of(model):
+    """The device of the model's weights."""
+    return next(unwrap(model).parameters()).device
+
+
+def _f64_device(device):
+    """Where float64 work on ``device``'s tensors runs: the device itself, or the CPU for a device
+    without float64 (Apple's MPS)."""
+    device = torch.device(device)
+    return torch.device("cpu") if device.type == "mps" else device
+
+
+def _sync(device):
+    """Wait for queued kernels on ``device`` (CUDA runs asynchronously), so timings are real."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def final_hidden(model, input_ids=None, inputs_embeds=None):
     """The input of the unembedding at the last position, [B, d] (float32, cpu).
 
     A forward pre-hook on the output embedding reads exactly what the logits are computed
-    from (after the final norm), whatever the family calls its last norm.
+    from (after the final norm), whatever the family calls its last norm. The inputs are
+    moved to the model's device; the result comes back to the host.
     """
+    return _final_hidden_on_device(model, input_ids, inputs_embeds).cpu()
+
+
+def _final_hidden_on_device(model, input_ids=None, inputs_embeds=None):
+    """:func:`final_hidden` left on the model's device, [B, d] float32."""
     hf = unwrap(model)
+    dev = _device_of(hf)
+    if input_ids is not None:
+        input_ids = torch.as_tensor(input_ids).to(dev)
+    if inputs_embeds is not None:
+        inputs_embeds = torch.as_tensor(inputs_embeds).to(dev)
     head = hf.get_output_embeddings()
     seen = {}
     hook = head.register_forward_pre_hook(lambda mod, args: seen.__setitem__("h", args[0]))
@@ -87,7 +126,7 @@ def final_hidden(model, input_ids=None, inputs_embeds=None):
                 hf(**kw, use_cache=False)
     finally:
         hook.remove()
-    return seen["h"][:, -1, :].float().cpu()
+    return seen["h"][:, -1, :].float()
 
 
 def _default_lengths(max_context):
@@ -104,7 +143,9 @@ def sample_support(model, lengths=None, per_length=None, *, batch_tokens=16384, 
 
     [A]: 10,000 sequences at each length in {4, 8, ..., 4096}. Defaults here: lengths
     4, 8, ... up to min(1024, context) (64 in FAST mode) and ``per_length`` 256 (16 in FAST
-    mode). Batches hold about ``batch_tokens`` tokens.
+    mode). Batches hold about ``batch_tokens`` tokens. The ids are drawn on the CPU (seeded) and
+    moved to the model's device; the hidden states stay there until one copy to the host at
+    the end.
     """
     hf = unwrap(model)
     ctx = facts.max_context(hf)
@@ -119,7 +160,7 @@ def sample_support(model, lengths=None, per_length=None, *, batch_tokens=16384, 
     from tqdm.auto import tqdm
 
     V = facts.shared_vocab_size(hf)   # input ids: ones both embeddings have, as cramming draws
-    device = next(hf.parameters()).device
+    device = _device_of(hf)
     gen = torch.Generator().manual_seed(check_seed("seed", seed))
     jobs = []
     for L in lengths:
@@ -129,8 +170,8 @@ def sample_support(model, lengths=None, per_length=None, *, batch_tokens=16384, 
     out = []
     for L, B in tqdm(jobs, desc="support samples", disable=not progress, leave=False):
         ids = torch.randint(0, V, (B, L), generator=gen).to(device)
-        out.append(final_hidden(hf, input_ids=ids))
-    return torch.cat(out)
+        out.append(_final_hidden_on_device(hf, input_ids=ids))
+    return torch.cat(out).cpu()
 
 
 # --------------------------------------------------------------------------- statistics
@@ -138,23 +179,25 @@ def sample_support(model, lengths=None, per_length=None, *, batch_tokens=16384, 
 def min_pairwise_cosine(x, max_points=4096, *, chunk=1024, seed=0):
     """Minimum cosine over pairs i != j of at most ``max_points`` random rows of ``x``.
 
-    Chunked: never holds more than chunk x max_points cosines at once.
+    Chunked: never holds more than chunk x max_points cosines at once. Runs on ``x``'s device
+    (the subsample is drawn on the CPU, seeded, so it is the same on every device).
     """
     x = torch.as_tensor(x, dtype=torch.float32)
     if x.ndim != 2 or x.shape[0] < 2:
         raise ValueError(f"x must be [N >= 2, d]; got shape {tuple(x.shape)}")
     check_int("max_points", max_points, 2)
     if x.shape[0] > max_points:
-        idx = torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(check_seed("seed", seed)))[:max_points]
-        x = x[idx]
+        gen = torch.Generator().manual_seed(check_seed("seed", seed))
+        idx = torch.randperm(x.shape[0], generator=gen)[:max_points]
+        x = x[idx.to(x.device)]
     u = x / x.norm(dim=1, keepdim=True).clamp_min(1e-30)
-    best = math.inf
+    best = []
     for s in range(0, u.shape[0], chunk):
         c = u[s:s + chunk] @ u.T
-        rows = torch.arange(c.shape[0])
+        rows = torch.arange(c.shape[0], device=c.device)
         c[rows, rows + s] = math.inf  # exclude i == j
-        best = min(best, float(c.min()))
-    return max(-1.0, min(1.0, best))
+        best.append(c.min())
+    return max(-1.0, min(1.0, float(torch.stack(best).min())))   # one copy to the host
 
 
 @dataclass
@@ -175,8 +218,11 @@ class PrincipalAxes:
 
 
 def fit_principal_axes(x):
-    """Principal axes and containing semi-axes of samples ``x`` [N, d] (:class:`PrincipalAxes`)."""
-    x = torch.as_tensor(x, dtype=torch.float64)
+    """Principal axes and containing semi-axes of samples ``x`` [N, d] (:class:`PrincipalAxes`).
+
+    In float64 on ``x``'s device (the CPU for a device without float64); numpy results."""
+    x = torch.as_tensor(x)
+    x = x.to(device=_f64_device(x.device), dtype=torch.float64)
     if x.ndim != 2 or x.shape[0] < 2:
         raise ValueError(f"x must be [N >= 2, d]; got shape {tuple(x.shape)}")
     center = x.mean(0)
@@ -188,7 +234,7 @@ def fit_principal_axes(x):
     semi = z.abs().amax(0)
     nz = sigmas > sigmas.max() * 1e-12
     scale = float(((z[:, nz] / sigmas[nz]) ** 2).sum(1).sqrt().max()) if nz.any() else 0.0
-    return PrincipalAxes(center.numpy(), axes.numpy(), sigmas.numpy(), semi.numpy(), scale)
+    return PrincipalAxes(*(t.cpu().numpy() for t in (center, axes, sigmas, semi)), scale)
 
 
 @dataclass
@@ -216,7 +262,8 @@ class SupportStats:
 
 
 def support_stats(samples, *, cos_points=4096, seed=0, principal=True):
-    """:class:`SupportStats` of hidden states ``samples`` [N, d]."""
+    """:class:`SupportStats` of hidden states ``samples`` [N, d] (numpy, or a tensor on any device:
+    the statistics are computed where it lives, in float32)."""
     x = torch.as_tensor(samples, dtype=torch.float32)
     if x.ndim != 2 or x.shape[0] < 2:
         raise ValueError(f"samples must be [N >= 2, d]; got shape {tuple(x.shape)}")
@@ -225,7 +272,7 @@ def support_stats(samples, *, cos_points=4096, seed=0, principal=True):
     mc = min_pairwise_cosine(x, cos_points, seed=seed)
     return SupportStats(
         n=x.shape[0], d=x.shape[1], r_inf=float(x.abs().max()), r_2=float(x.norm(dim=1).max()),
-        lo=x.amin(0).numpy().astype(float), hi=x.amax(0).numpy().astype(float), min_cos=mc,
+        lo=x.amin(0).cpu().numpy().astype(float), hi=x.amax(0).cpu().numpy().astype(float), min_cos=mc,
         cos_points=min(cos_points, x.shape[0]),
         axes=fit_principal_axes(x) if principal else None)
 
@@ -270,6 +317,11 @@ def effective_eps(model, memory=None, *, n_directions=16, n_tokens=4, prefix_ids
     prefix_ids: token ids before the memory, as in cramming (the sequence is
     [prefix_ids][memory], decoded by :func:`accesslib.engine.decoding.greedy` without a cache:
     a full re-run per token, whose logits do not depend on how a cache was filled).
+
+    Devices: the memory and the directions (drawn on the CPU from ``seed``, so the same on every
+    device) live on the model's device, where the perturbed memories are formed (float32) and
+    decoded; the bisection bounds are float64 numbers on the host, and each step brings one
+    boolean per direction back.
     """
     hf = unwrap(model)
     n_directions = check_int("n_directions", n_directions, 1)
@@ -281,31 +333,33 @@ def effective_eps(model, memory=None, *, n_directions=16, n_tokens=4, prefix_ids
         fail("t_max", f"a number > t_min={t_min:g}", t_max)
     g = torch.Generator().manual_seed(check_seed("seed", seed))
     p = next(hf.parameters())
+    dev = p.device
     if memory is None:   # the cramming init: normal * std(input embeddings) * embed_scale
-        emb = hf.get_input_embeddings().weight.detach().float()
-        memory = torch.randn(1, emb.shape[1], generator=g) * float(emb.std()) * facts.embed_scale(hf)
-    x = torch.as_tensor(memory, dtype=torch.float32).cpu()
+        emb = hf.get_input_embeddings().weight.detach()
+        memory = torch.randn(1, emb.shape[1], generator=g) * float(emb.float().std()) * facts.embed_scale(hf)
+    x = torch.as_tensor(memory).to(device=dev, dtype=torch.float32)
     if x.ndim != 2:
         raise ValueError(f"memory must be [m, d]; got shape {tuple(x.shape)}")
     norm = float(x.norm())
-    u = torch.randn(n_directions, *x.shape, generator=g)
+    u = torch.randn(n_directions, *x.shape, generator=g).to(dev)
     u = u / u.flatten(1).norm(dim=1)[:, None, None]
 
     def outputs(mem):
-        return greedy(hf, mem, n_tokens, prefix_ids=prefix_ids, cache=False).cpu()
+        return greedy(hf, mem, n_tokens, prefix_ids=prefix_ids, cache=False)
 
-    def changed(t):  # t: [n_dir] -> bool [n_dir]
-        pert = x[None] + (t * norm)[:, None, None] * u
-        return (outputs(pert) != base).any(1)
+    def changed(t):  # t: [n_dir] float64 on the host -> bool [n_dir] on the host
+        scale = (t * norm).to(device=dev, dtype=torch.float32)
+        pert = x[None] + scale[:, None, None] * u
+        return (outputs(pert) != base).any(1).cpu()
 
     base = outputs(x[None])
     lo = torch.full((n_directions,), float(t_min), dtype=torch.float64)
     hi = torch.full((n_directions,), float(t_max), dtype=torch.float64)
-    at_hi = changed(hi.float())
-    at_lo = changed(lo.float())
+    at_hi = changed(hi)
+    at_lo = changed(lo)
     for _ in range(int(steps)):
         mid = (lo * hi).sqrt()
-        c = changed(mid.float())
+        c = changed(mid)
         hi = torch.where(c, mid, hi)
         lo = torch.where(c, lo, mid)
     rel = hi.numpy().copy()
@@ -322,12 +376,17 @@ def assign_tokens(x, W, b=None, assign="argmax", *, vocab_chunk=None):
 
     Voronoi (nearest row) is an argmax too: ||x - w||^2 = ||x||^2 - 2 x.w + ||w||^2, so the
     nearest row maximises x.w - ||w||^2/2 (and ignores the model's bias). Running max over
-    vocabulary chunks keeps memory at n x vocab_chunk.
+    vocabulary chunks keeps memory at n x vocab_chunk. Runs on W's device (``x`` is moved
+    there), in float32 at least (a bfloat16 W is widened chunk by chunk); the indices stay there.
     """
     check_choice("assign", assign, ASSIGNMENTS)
     V = W.shape[0]
+    x = torch.as_tensor(x)
+    x = x.to(device=W.device, dtype=torch.promote_types(x.dtype, torch.float32))
     if assign == "voronoi":
         b = -0.5 * (W.float() ** 2).sum(1)
+    elif b is not None:
+        b = torch.as_tensor(b).to(W.device)
     vc = vocab_chunk or V
     best_v = best_i = None
     for s in range(0, V, vc):
@@ -380,13 +439,21 @@ class CellShares:
         return self.flops / 2 / self.seconds if self.seconds > 0 else float("nan")
 
 
+def _host(x):
+    """A float32 CPU tensor of ``x`` (numpy, list or a tensor on any device)."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().to(device="cpu", dtype=torch.float32)
+    return torch.as_tensor(np.asarray(x), dtype=torch.float32)
+
+
 def _support_sampler(support, *, lo=None, hi=None, radius=None, samples=None, hull_k=4, d, gen):
+    """draw(n) -> [n, d] float32 points of the support, on the CPU from the generator ``gen``."""
     check_choice("support", support, SUPPORTS)
     if support == "box":
         if lo is None or hi is None:
             raise ValueError("support='box' needs lo and hi (per-coordinate bounds)")
-        lo_t = torch.as_tensor(np.asarray(lo), dtype=torch.float32)
-        w = torch.as_tensor(np.asarray(hi), dtype=torch.float32) - lo_t
+        lo_t = _host(lo)
+        w = _host(hi) - lo_t
         if lo_t.shape != (d,) or (w < 0).any():
             raise ValueError(f"lo and hi must be [d={d}] with hi >= lo")
         return lambda n: lo_t + w * torch.rand(n, d, generator=gen)
@@ -402,7 +469,7 @@ def _support_sampler(support, *, lo=None, hi=None, radius=None, samples=None, hu
         if samples is None or len(samples) < 2:
             raise ValueError("support='hull' needs samples [N >= 2, d]")
         check_int("hull_k", hull_k, 2)
-        S = torch.as_tensor(samples, dtype=torch.float32)
+        S = _host(samples)
         def hull(n):
             idx = torch.randint(0, S.shape[0], (n, hull_k), generator=gen)
             wts = -torch.log(torch.rand(n, hull_k, generator=gen).clamp_min(1e-30))  # Dirichlet(1)
@@ -424,6 +491,13 @@ def cell_shares(W, b=None, *, n_samples=None, support="box", assign="argmax", lo
     default) or 'voronoi' (nearest decoder row, the paper's). Chunked over samples and over the
     vocabulary (``vocab_chunk`` rows at a time; default: whole |V| when the logits chunk fits
     in ~256 MB), so |V| = 262144 fits in memory.
+
+    Devices: the census runs on W's device (a CUDA decoder matrix: CUDA matmuls), in float32
+    whatever W's dtype. The samples are drawn on the CPU from a generator seeded with ``seed``
+    and moved to the device chunk by chunk: the same seed gives the same points on every
+    device, so CPU and GPU counts agree up to rounding at near-ties of the argmax. The counts
+    stay on the device and come to the host at each checkpoint and at the end. ``seconds``
+    times the assignment only (draws excluded), waiting for the device at each chunk.
     """
     import time
 
@@ -438,7 +512,8 @@ def cell_shares(W, b=None, *, n_samples=None, support="box", assign="argmax", lo
     check_int("sample_chunk", sample_chunk, 1)
     check_choice("assign", assign, ASSIGNMENTS)
     W32 = W.detach().float().contiguous()
-    b32 = None if b is None else torch.as_tensor(b).detach().float()
+    dev = W32.device
+    b32 = None if b is None else torch.as_tensor(b).detach().to(device=dev, dtype=torch.float32)
     if assign == "voronoi":
         b32 = -0.5 * (W32 ** 2).sum(1)
     if vocab_chunk is None:
@@ -446,7 +521,7 @@ def cell_shares(W, b=None, *, n_samples=None, support="box", assign="argmax", lo
     gen = torch.Generator().manual_seed(check_seed("seed", seed))
     draw = _support_sampler(support, lo=lo, hi=hi, radius=radius, samples=samples, hull_k=hull_k,
                             d=d, gen=gen)
-    counts = torch.zeros(V, dtype=torch.long)
+    counts = torch.zeros(V, dtype=torch.long, device=dev)
     marks = sorted({n_samples >> k for k in range(1, CHECKPOINTS + 1)} - {0})
     checkpoints = []
     old_threads = torch.get_num_threads()
@@ -456,19 +531,21 @@ def cell_shares(W, b=None, *, n_samples=None, support="box", assign="argmax", lo
     try:
         for s in tqdm(range(0, n_samples, sample_chunk), desc="cells", disable=not progress,
                       leave=False):
-            x = draw(min(sample_chunk, n_samples - s))
+            x = draw(min(sample_chunk, n_samples - s)).to(dev)
+            _sync(dev)
             t0 = time.perf_counter()
             idx = assign_tokens(x, W32, b32, "argmax", vocab_chunk=vocab_chunk)
             counts += torch.bincount(idx, minlength=V)
+            _sync(dev)
             t_mm += time.perf_counter() - t0
             done = s + x.shape[0]
             if marks and done >= marks[0] and done < n_samples:
-                checkpoints.append((done, counts.numpy().copy()))
+                checkpoints.append((done, counts.cpu().numpy().copy()))
                 while marks and marks[0] <= done:
                     marks.pop(0)
     finally:
         torch.set_num_threads(old_threads)
-    return CellShares(counts.numpy(), n_samples, assign, support, seconds=t_mm,
+    return CellShares(counts.cpu().numpy(), n_samples, assign, support, seconds=t_mm,
                       flops=2.0 * n_samples * V * d, checkpoints=checkpoints)
 
 
@@ -504,13 +581,13 @@ def geometry_report(model, *, name=None, dtype="paper", samples=None, lengths=No
     slopes. eps = r_inf * unit roundoff of ``dtype`` ('paper': 2^-11 as [A]). The ellipsoid
     slope is left out when there are no more samples than dimensions (N <= d). The cell
     slopes use ``zero_hit`` (default "bound", see :func:`fit_s_conv`); ``sconv_drop`` holds
-    [A]'s rule for comparison."""
+    [A]'s rule for comparison. The statistics and the census run on the model's device."""
     check_choice("zero_hit", zero_hit, ZERO_HIT)
     hf = unwrap(model)
     if samples is None:
         samples = sample_support(hf, lengths, per_length, seed=seed, progress=progress)
-    st = support_stats(samples, seed=seed)
     W, b = decoder_weights(hf)
+    st = support_stats(torch.as_tensor(samples).to(W.device), seed=seed)   # on the model's device
     V, d = W.shape
     eps = float(bounds.eps_for_dtype(dtype, st.r_inf))
     lnV = math.log(V)

@@ -15,6 +15,13 @@ prompt vectors (memory) and greedy decoding of n tokens:
   meets only a bounded number of output cells.
 
 These are illustrations measured here, not the paper's experiments.
+
+Devices and dtypes: the memories are formed and decoded on the model's device (CPU, CUDA, ...),
+so no operation mixes devices. Random draws (the base memory, the directions, the plane) come
+from a seeded CPU ``torch.Generator`` and are then moved to the device, so the same seed gives
+the same prompts on every device. Perturbed inputs are formed in float64 (on the CPU for a
+device without float64) and rounded once to the model's dtype, e.g. bfloat16: what the model
+receives. Results come back to the host as numpy arrays.
 """
 from __future__ import annotations
 
@@ -38,6 +45,22 @@ def _outputs(model, memory: torch.Tensor, n: int) -> np.ndarray:
     return greedy(model, memory, n, batch=BATCH).cpu().numpy()
 
 
+def _device_of(model) -> torch.device:
+    return next(hf_model(model).parameters()).device
+
+
+def _f64_device(device) -> torch.device:
+    """Where float64 work runs: ``device``, or the CPU for a device without float64 (MPS)."""
+    device = torch.device(device)
+    return torch.device("cpu") if device.type == "mps" else device
+
+
+def _memory(model, memory, m, seed) -> torch.Tensor:
+    """The given memory [m, d] or :func:`base_memory`, float32 on the model's device."""
+    z = base_memory(model, m, seed) if memory is None else torch.as_tensor(memory)
+    return z.to(device=_device_of(model), dtype=torch.float32)
+
+
 def model_dtype_name(model) -> str:
     return canonical_dtype(str(next(hf_model(model).parameters()).dtype))
 
@@ -45,12 +68,13 @@ def model_dtype_name(model) -> str:
 def base_memory(model, m=1, seed=0) -> torch.Tensor:
     """A random memory [m, d]: the cramming init, standard normal times the std of the input
     embeddings times the embedding scale (:func:`accesslib.engine.cramming.init_std_of`;
-    docs/paper.md, section 5)."""
+    docs/paper.md, section 5). Drawn on the CPU from ``seed`` (the same vectors on every device),
+    returned float32 on the model's device."""
     model = hf_model(model)
     m = check_int("m", m, 1, 64)
     d = model.get_input_embeddings().weight.shape[1]
     g = torch.Generator().manual_seed(check_seed("seed", seed))
-    return torch.randn(m, d, generator=g) * init_std_of(model)
+    return (torch.randn(m, d, generator=g) * init_std_of(model)).to(_device_of(model))
 
 
 def input_eps(memory: torch.Tensor, dtype: str) -> float:
@@ -69,24 +93,26 @@ def perturbation_test(model, n=8, radii=None, *, m=1, directions=16, seed=0, mem
     directions = check_int("directions", directions, 1, 4096)
     dt = model_dtype_name(model)
     mdt = next(model.parameters()).dtype
-    z = base_memory(model, m, seed) if memory is None else torch.as_tensor(memory, dtype=torch.float32)
+    z = _memory(model, memory, m, seed)
+    dev, wide = z.device, _f64_device(z.device)
     eps = input_eps(z, dt)
     radii = np.asarray(eps * 10.0 ** np.arange(-2, 9.01, 0.5) if radii is None else radii, dtype=float)
     if radii.ndim != 1 or np.any(radii < 0) or not np.isfinite(radii).all():
         raise ValueError("radii must be a 1-D list of finite sizes >= 0")
     g = torch.Generator().manual_seed(check_seed("seed", seed) + 1)
-    u = torch.randn(directions, *z.shape, generator=g, dtype=torch.float64)
+    u = torch.randn(directions, *z.shape, generator=g, dtype=torch.float64).to(wide)
     u /= u.flatten(1).norm(dim=1)[:, None, None]
     # perturb in float64, then round once to the model's dtype: what the model actually receives
-    zz = z.double()[None] + torch.as_tensor(radii)[:, None, None, None] * u[None]      # [R, D, m, d]
-    inputs = zz.to(mdt).float().reshape(-1, *z.shape)
+    r = torch.as_tensor(radii, dtype=torch.float64).to(wide)
+    zz = z.to(wide, torch.float64)[None] + r[:, None, None, None] * u[None]      # [R, D, m, d]
+    inputs = zz.to(mdt).float().reshape(-1, *z.shape).to(dev)
     base_in = z.to(mdt).float()
     same_in = (inputs == base_in[None]).flatten(1).all(1).reshape(len(radii), directions)
     outs = _outputs(model, torch.cat([base_in[None], inputs]), n)
     base_out, outs = outs[0], outs[1:].reshape(len(radii), directions, n)
     same_out = (outs == base_out[None, None]).all(-1)
     return dict(radii=radii, eps=eps, dtype=dt, base=base_out.tolist(),
-                same_input=same_in.double().mean(1).numpy(), same_output=same_out.mean(1))
+                same_input=same_in.double().mean(1).cpu().numpy(), same_output=same_out.mean(1))
 
 
 def saturation_test(model, n=8, width=1.0, ks=(2, 4, 8, 16, 32), *, m=1, seed=0, memory=None):
@@ -95,20 +121,23 @@ def saturation_test(model, n=8, width=1.0, ks=(2, 4, 8, 16, 32), *, m=1, seed=0,
     The square lies in the plane through z spanned by two random orthonormal directions (of
     the whole [m, d] memory); grid spacing s = width / (k - 1). ``width`` is in units of the
     embedding std times sqrt(d) (the typical norm of a memory vector), so 1.0 is a region as
-    wide as the prompts themselves. Returns dict(ks, prompts, spacing, distinct).
+    wide as the prompts themselves. Returns dict(ks, prompts, spacing, distinct). The plane is
+    drawn and orthonormalised on the CPU (the same directions on every device), then moved to
+    the model's device, where the grid of prompts is formed.
     """
     model = hf_model(model)
     n = check_int("n", n, 1, 256)
     width = check_float("width", width, 0, low_open=True)
     ks = [check_int("k", k, 2, 128) for k in ks]
-    z = base_memory(model, m, seed) if memory is None else torch.as_tensor(memory, dtype=torch.float32)
+    z = _memory(model, memory, m, seed)
     scale = float(z.norm() / math.sqrt(z.shape[0]))
     g = torch.Generator().manual_seed(check_seed("seed", seed) + 2)
     q, _ = torch.linalg.qr(torch.randn(z.numel(), 2, generator=g))
+    q = q.to(z.device)
     u, v = q[:, 0].reshape(z.shape), q[:, 1].reshape(z.shape)
     distinct, spacing = [], []
     for k in ks:
-        a = torch.linspace(-0.5, 0.5, k) * width * scale
+        a = torch.linspace(-0.5, 0.5, k, device=z.device) * width * scale
         A, B = torch.meshgrid(a, a, indexing="ij")
         mem = z[None] + A.reshape(-1, 1, 1) * u[None] + B.reshape(-1, 1, 1) * v[None]
         outs = _outputs(model, mem, n)
