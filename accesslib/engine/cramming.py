@@ -367,14 +367,17 @@ def _check_target(model, ids, m, prefix, first_token_as_input, where="targets") 
 def default_batch_size(model, max_len: int = 64) -> int:
     """How many strings :func:`cram` keeps active at once when ``batch_size`` is None.
 
-    CPU: 16, the sweet spot measured on this project's 2-core CPU (benchmarks/cramming_throughput.py
-    --batch-sizes: strings per minute on tiny-d32-v257 rise up to 16 active strings and are flat
-    beyond). CUDA: what a quarter of the free memory holds, from an estimate of the bytes one string of
-    ``max_len`` positions needs (activations of every layer plus the fp32 logits, twice for backward),
+    CPU: 64, measured on this project's 2-core CPU (benchmarks/cramming_throughput.py --quick
+    --strings 16 --batch-sizes 8 16 32 64, tiny-d32-v257, 64 natural-text strings, paper protocol
+    capped at 300 steps, one thread): 96, 141, 426 and 544 strings per minute at batch sizes 8, 16,
+    32 and 64 (the same 38/64 solved at every size): a small model's step costs little more for
+    more rows. CUDA: what a quarter of the free memory holds, from an estimate of the bytes one
+    string of ``max_len`` positions needs (activations of every layer plus the fp32 logits, twice
+    for backward),
     between 16 and 4096."""
     p = next(model.parameters())
     if p.device.type != "cuda":
-        return 16
+        return 64
     cfg = model.config
     cfg = getattr(cfg, "get_text_config", lambda: cfg)()
     d = int(getattr(cfg, "hidden_size", 0) or getattr(cfg, "d_model", 0) or 1024)
