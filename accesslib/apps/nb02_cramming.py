@@ -3,7 +3,9 @@
 :class:`CrammingApp`: pick a model, target source, m, lengths, samples; Run crams in a
 background thread (Stop keeps what finished), with a progress bar, a live loss plot, a row per
 finished string and the accessibility curve filling in. Results go to the results store;
-reopening shows earlier runs of the same settings.
+reopening shows earlier runs of the same settings. Until the first Run, settings the store holds
+nothing for show the model's shipped curve (:func:`shipped_curves`, from its results bundle),
+titled as shipped with the conditions it was measured under.
 """
 from __future__ import annotations
 
@@ -22,6 +24,20 @@ from accesslib.plots import cramming as cram_plots
 from accesslib.plots.style import UI_COLORS
 
 _DESC = {"description_width": "120px"}
+#: the controls' two columns: names and free text (wide enough for every option), numbers
+_WIDE, _NARROW = "400px", "250px"
+
+
+def human_date(iso) -> str:
+    """A stored timestamp as a reader writes a date: '2026-12-02T14:55:28+00:00' -> '2 December
+    2026' (the text as it is when it is not an ISO date)."""
+    import datetime
+
+    try:
+        d = datetime.datetime.fromisoformat(str(iso))
+    except ValueError:
+        return str(iso)
+    return f"{d.day} {d:%B %Y}"
 
 
 def model_choices(policy=None) -> list[str]:
@@ -66,10 +82,45 @@ def curve_rows(curves: dict, **settings) -> list[dict]:
     return rows
 
 
+SOURCE_NAMES = {"natural": "natural text", "words": "random words", "tokens": "random tokens"}
+
+
+def shipped_curves(model: str):
+    """The accessibility curves shipped in ``model``'s results bundle (:mod:`accesslib.results.bundles`)
+    as ``({m: curve_from_counts(...)}, conditions)``, the n50 fits recomputed from the stored
+    counts; None when the model has no bundle. ``conditions``: model, source, protocol, max_steps,
+    samples (strings per length and attempt), created (ISO date)."""
+    from accesslib.results import bundles
+
+    try:
+        b = bundles.load("cram", model)
+    except ValueError:   # no bundle for this model
+        return None
+    curves = {int(c["m"]): curve_from_counts({n: (s, t) for n, s, t in zip(c["lengths"], c["successes"], c["totals"])})
+              for c in b.get("curves") or []}
+    if not curves:
+        return None
+    totals = [t for c in curves.values() for t in c["totals"]]
+    cond = dict(model=b["model"], source=b.get("source"), protocol=b.get("protocol"),
+                max_steps=(b.get("settings") or {}).get("max_steps"), strings_min=min(totals),
+                strings_max=max(totals), created=b.get("created"))
+    return curves, cond
+
+
+def shipped_label(cond) -> str:
+    """A shipped curve's conditions, in short lines (what the reader's run may differ in)."""
+    strings = (f"{cond['strings_min']}" if cond["strings_min"] == cond["strings_max"]
+               else f"{cond['strings_min']}-{cond['strings_max']}")
+    steps = f"at most {cond['max_steps']:,} steps, " if cond.get("max_steps") else ""
+    return (f"{cond['model']}, {SOURCE_NAMES.get(cond['source'], str(cond['source']))}, "
+            f"{cond['protocol']} protocol,\n{steps}{strings} strings per length, "
+            f"made {human_date(cond.get('created'))}")
+
+
 class CrammingApp(App):
     """Run cramming on a chosen model and watch the accessibility curve appear."""
 
-    figsize = (10.0, 3.9)
+    figsize = (10.0, 3.8)   # with the controls: one 1280x800 screen
     export_name = "nb02-cramming"
     MAX_ROWS = 12
 
@@ -85,29 +136,28 @@ class CrammingApp(App):
         model = model or embedded.DEFAULT
         if self.policy.public:
             self.model = W.Dropdown(options=choices, value=model if model in choices else choices[0],
-                                    description="model", style=_DESC)
+                                    description="model", style=_DESC, layout=W.Layout(width=_WIDE))
         else:  # free text too: a hub name or a local path
-            self.model = W.Combobox(options=choices, value=model, ensure_option=False,
+            self.model = W.Combobox(options=choices, value=model, ensure_option=False, layout=W.Layout(width=_WIDE),
                                     description="model", placeholder="name, hub id or path", style=_DESC)
         devices = ["cpu"]
         import torch
         if torch.cuda.is_available():
             devices.append("cuda")
         self.device = W.Dropdown(options=devices, value="cpu", description="device", style=_DESC,
-                                 layout=W.Layout(width="220px"))
+                                 layout=W.Layout(width=_NARROW))
         self.source = W.Dropdown(options=[("natural text (KJV, held out)", "natural"),
                                           ("random words", "words"), ("random tokens", "tokens")],
-                                 value="natural", description="targets", style=_DESC)
-        self.ms = W.Text(value="1" if fast else "1, 2", description="m values", style=_DESC,
-                         layout=W.Layout(width="220px"))
+                                 value="natural", description="targets", style=_DESC, layout=W.Layout(width=_WIDE))
+        self.ms = W.Text(value="1" if fast else "1, 2", description="m values", style=_DESC, layout=W.Layout(width=_NARROW))
         self.lengths = W.Text(value="auto", description="lengths", style=_DESC,
-                              placeholder="auto, or e.g. 4, 8, 16", layout=W.Layout(width="300px"))
+                              placeholder="auto, or e.g. 4, 8, 16", layout=W.Layout(width=_WIDE))
         self.samples = W.BoundedIntText(value=2 if fast else 8, min=1, max=256, description="strings/length",
-                                        style=_DESC, layout=W.Layout(width="220px"))
+                                        style=_DESC, layout=W.Layout(width=_WIDE))
         self.protocol = W.Dropdown(options=[("fast (ours)", "fast"), ("paper [A]", "paper")], value="fast",
-                                   description="protocol", style=_DESC, layout=W.Layout(width="220px"))
+                                   description="protocol", style=_DESC, layout=W.Layout(width=_NARROW))
         self.max_steps = W.BoundedIntText(value=30 if fast else 1000, min=1, max=100000,
-                                          description="max steps", style=_DESC, layout=W.Layout(width="220px"))
+                                          description="max steps", style=_DESC, layout=W.Layout(width=_NARROW))
         self.run_button = W.Button(description="Run", button_style="success", icon="play")
         self.progress = W.IntProgress(value=0, min=0, max=1, description="strings", style=_DESC,
                                       layout=W.Layout(width="420px"))
@@ -121,7 +171,7 @@ class CrammingApp(App):
         self.controls.children = [
             W.HBox([self.model, self.device]),
             W.HBox([self.source, self.protocol]),
-            W.HBox([self.ms, self.lengths]),
+            W.HBox([self.lengths, self.ms]),
             W.HBox([self.samples, self.max_steps]),
             W.HBox([self.run_button, self.stop_button, self.progress]),
             note,
@@ -129,7 +179,7 @@ class CrammingApp(App):
         self.widget.children = tuple(self.widget.children) + (self.table,)
         ax_l = self.fig.add_subplot(1, 2, 1)
         ax_c = self.fig.add_subplot(1, 2, 2)
-        self.fig.subplots_adjust(left=0.08, right=0.98, bottom=0.16, top=0.88, wspace=0.28)
+        self.fig.subplots_adjust(left=0.075, right=0.985, bottom=0.14, top=0.84, wspace=0.24)
         self.art_loss = cram_plots.plot_loss(ax_l)
         self.art_curve = cram_plots.plot_accessibility(ax_c)
         self._lock = threading.Lock()
@@ -139,6 +189,8 @@ class CrammingApp(App):
         self.curves = {}
         self.shown = {}
         self._last_draw = 0.0
+        self.origin = "store"        # what the curve panel shows: "store" or "shipped" (the bundle)
+        self.shipped_until_run = True   # the shipped curve stands in for an empty store until Run
         self.run_button.on_click(lambda _: self.guard(self.start))
         for w in (self.model, self.source, self.protocol, self.max_steps):
             w.observe(self.refresh, names="value")
@@ -176,12 +228,30 @@ class CrammingApp(App):
                 m = int(run["m"])
                 counts = self.store.curve(req["model"], m, req["source"], ph)
                 curves[m] = curve_from_counts(counts)
-        self.curves = curves
-        self.shown = dict(model=req["model"], source=req["source"], protocol=req["protocol"],
-                          max_steps=req["max_steps"], protocol_hash=ph)
-        self._draw_curves()
         stored = sum(sum(c["totals"]) for c in curves.values())
-        if not self.is_running:
+        shipped = shipped_curves(req["model"]) if not stored and self.shipped_until_run else None
+        if shipped is not None and (shipped[1]["source"], shipped[1]["protocol"]) != (req["source"], req["protocol"]):
+            shipped = None   # measured on other targets or another protocol: not shown in their place
+        if shipped is not None:   # nothing measured here yet: the model's shipped curve, labelled
+            curves, cond = shipped
+            self.origin = "shipped"
+            self.shown = dict(origin="shipped bundle", **{k: cond[k] for k in ("model", "source", "protocol",
+                                                                                "max_steps")})
+            note = "shipped curve, not your run (press Run for yours):\n" + shipped_label(cond)
+        else:
+            self.origin = "store"
+            self.shown = dict(origin="results store", model=req["model"], source=req["source"],
+                              protocol=req["protocol"], max_steps=req["max_steps"], protocol_hash=ph)
+            note = ""
+        self.curves = curves
+        cram_plots.set_accessibility_note(self.art_curve, note)
+        self._draw_curves()
+        if self.is_running:
+            return
+        if shipped is not None:
+            self.set_status("Showing the curve shipped with the model (see its conditions in the figure); "
+                            "press Run to measure with the settings above.")
+        else:
             self.set_status(f"{stored} strings of these settings in the results store "
                             f"({self.store.path})." if stored else
                             "No stored results for these settings yet: press Run.")
@@ -202,7 +272,8 @@ class CrammingApp(App):
             c = self.curves[m]
             if math.isfinite(c["n50"]):
                 bits.append(f"m={m}: n50 = {c['n50']:.1f} ± {c['n50_stderr']:.1f}")
-        self.readout.value = ("<b>measured</b> " + " &nbsp;·&nbsp; ".join(bits)) if bits else ""
+        head = "<b>shipped</b> (not your run)" if self.origin == "shipped" else "<b>measured</b>"
+        self.readout.value = (head + " " + " &nbsp;·&nbsp; ".join(bits)) if bits else ""
         self.redraw()
 
     # -- running ----------------------------------------------------------------------------
@@ -211,6 +282,8 @@ class CrammingApp(App):
         Refusals are messages; nothing runs. Stop keeps what finished (in the store too)."""
         req = self.request()
         self.runner.start(lambda run: self._work(run, req), on_done=self._done)
+        self.shipped_until_run = False   # from now on the panel shows measured strings only
+        self.guard(self.update)
 
     def _load(self, name, device):
         key = (name, device)

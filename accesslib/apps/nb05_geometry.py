@@ -15,6 +15,7 @@ import ipywidgets as W
 import numpy as np
 
 from accesslib.apps.base import App, BackgroundRun
+from accesslib.apps.nb02_cramming import human_date
 from accesslib.plots import geometry as gp
 from accesslib.plots.style import UI_COLORS
 
@@ -22,6 +23,25 @@ _DESC = {"description_width": "120px"}
 
 #: five rows with unequal norms: argmax and Voronoi cells differ visibly
 DEFAULT_ROWS = np.array([[0.9, 0.1], [0.0, 0.6], [-0.7, 0.5], [-0.4, -0.8], [0.5, -0.45]])
+
+
+def mean_cost(shares) -> float:
+    """Mean over the tokens of −ln p_t (nats): what a uniformly random token costs on average.
+    Infinite when a token owns no cell (greedy decoding can never produce it)."""
+    p = np.asarray(shares, dtype=float)
+    if np.any(p <= 0):
+        return math.inf
+    return float(-np.mean(np.log(p)))
+
+
+def _cost_text(shares) -> str:
+    cost = mean_cost(shares)
+    if math.isfinite(cost):
+        return f"{cost:.3f} nats"
+    empty = [str(t) for t in np.flatnonzero(np.asarray(shares) <= 0)]
+    if len(empty) == 1:
+        return f"∞ (token {empty[0]} owns no cell: it can never be produced)"
+    return f"∞ (tokens {', '.join(empty)} own no cell: they can never be produced)"
 
 
 class GeometryApp(App):
@@ -32,7 +52,7 @@ class GeometryApp(App):
     Readout: each token's cell share under both rules and the mean cost -ln p per token.
     """
 
-    figsize = (9.6, 5.0)
+    figsize = (9.0, 4.5)    # with the controls and the share table: one 1280x800 screen
     export_name = "nb05-cells"
 
     def __init__(self, rows=None, *, eps=0.25, res=201, canvas="auto"):
@@ -93,9 +113,11 @@ class GeometryApp(App):
         if self._syncing:
             return
         t = self.token.value
-        a = math.radians(self.angle.value)
-        self.rows[t] = self.norm.value * np.array([math.cos(a), math.sin(a)])
-        self.bias[t] = self.b.value
+        if change is not None and change.get("owner") is self.b:   # the bias alone: the row stays as it is
+            self.bias[t] = self.b.value
+        else:   # the row from the sliders (angle in whole degrees)
+            a = math.radians(self.angle.value)
+            self.rows[t] = self.norm.value * np.array([math.cos(a), math.sin(a)])
         self.refresh()
 
     def set_row(self, t, x, y, bias=None):
@@ -152,19 +174,16 @@ class GeometryApp(App):
             f"<td>{100 * sh['argmax'][k]:.1f}%</td><td>{100 * sh['voronoi'][k]:.1f}%</td></tr>"
             for k in range(len(self.rows)))
 
-        def cost(p):
-            p = p[p > 0]
-            return float(-np.mean(np.log(p)))
-        self.values = dict(cost_argmax=cost(sh["argmax"]), cost_voronoi=cost(sh["voronoi"]),
+        self.values = dict(cost_argmax=mean_cost(sh["argmax"]), cost_voronoi=mean_cost(sh["voronoi"]),
                            ln_V=math.log(len(self.rows)), grid_cells=cells,
                            disagree=float(np.abs(sh["argmax"] - sh["voronoi"]).sum() / 2))
         v = self.values
         self.readout.value = (
-            '<div style="display:flex;gap:24px;align-items:flex-start">'
+            '<div style="display:flex;flex-wrap:wrap;gap:6px 24px;align-items:flex-start">'
             '<table style="font-size:90%"><tr><th>token</th><th>|w|</th><th>b</th>'
             f"<th>argmax share</th><th>Voronoi share</th></tr>{rows}</table>"
-            f'<div style="line-height:1.6">mean cost per token −⟨ln p⟩: argmax <b>{v["cost_argmax"]:.3f}</b>, '
-            f'Voronoi <b>{v["cost_voronoi"]:.3f}</b> nats (uniform: ln|V| = {v["ln_V"]:.3f})<br>'
+            f'<div style="line-height:1.6">mean cost per token −⟨ln p⟩: argmax <b>{_cost_text(sh["argmax"])}</b>, '
+            f'Voronoi <b>{_cost_text(sh["voronoi"])}</b> (uniform: ln|V| = {v["ln_V"]:.3f})<br>'
             f"area assigned differently: <b>{100 * v['disagree']:.1f}%</b><br>"
             f"ε-grid points in the box: (1 + 2/ε)² = <b>{cells:,.0f}</b></div></div>")
         self.set_status("left: what greedy decoding picks; right: what [A] measured. "
@@ -280,9 +299,14 @@ class ModelGeometryApp(App):
     (:func:`~accesslib.engine.geometry.cell_shares`, argmax or Voronoi) and fits s_conv. Left: the
     histogram of log10 p_t; middle: s_conv refitted on the first n of the N samples (does N
     suffice?); right: the slope C under each refinement (bars: predicted).
+
+    Choosing a model (and opening the page, with the default model) draws the measurement
+    stored in its bundle when it has one, else empty panels; nothing is computed until Run.
+    The readout is one line (model, s_conv, tokens never hit); support, both s_conv rules, the
+    convergence and the effective ε are folded in an HTML ``<details>``.
     """
 
-    figsize = (11.6, 4.0)
+    figsize = (10.0, 3.7)   # fits a 1280 px wide screen
     export_name = "nb05-model-geometry"
 
     def __init__(self, *, model=None, canvas="auto"):
@@ -290,8 +314,10 @@ class ModelGeometryApp(App):
         from accesslib.config import FAST
         choices = model_choices()
         lay = W.Layout(width="420px")
-        self.model = W.Dropdown(options=choices, value=model if model in choices else choices[0],
-                                description="model", style=_DESC, layout=lay)
+        if model not in choices:
+            from accesslib.models import embedded
+            model = embedded.DEFAULT if embedded.DEFAULT in choices else choices[0]
+        self.model = W.Dropdown(options=choices, value=model, description="model", style=_DESC, layout=lay)
         self.per_length = W.IntSlider(value=8 if FAST else 48, min=4, max=512, step=4,
                                       description="samples / length", style=_DESC, layout=lay)
         self.n_cells = W.IntSlider(value=2000 if FAST else 16384, min=1000, max=200_000, step=1000,
@@ -311,7 +337,7 @@ class ModelGeometryApp(App):
         ax3 = self.fig.add_subplot(1, 3, 2)
         ax2 = self.fig.add_subplot(1, 3, 3)
         self.fig.subplots_adjust(left=0.06, right=0.99, top=0.9, bottom=0.17, wspace=0.32)
-        self.hist = gp.plot_share_histogram(ax1, np.full(10, 0.1))
+        self.hist = gp.plot_share_histogram(ax1)
         self.conv = gp.plot_convergence(ax3)
         self.bars = gp.plot_slope_bars(ax2, SLOPE_ORDER)
         self.report = None
@@ -320,10 +346,7 @@ class ModelGeometryApp(App):
         self.run_btn.on_click(lambda _: self.guard(self.start))
         self.shipped_btn.on_click(lambda _: self.guard(self.show_shipped))
         self.model.observe(self._on_model, names="value")
-        self._on_model()
-        self.set_status("press Run (nothing is computed when the page loads), or show the stored "
-                        "measurement where the model's bundle has one")
-        self.redraw()
+        self._on_model()   # the chosen model's stored measurement, drawn at once (nothing computed)
 
     def update(self):
         v = self.view
@@ -361,13 +384,18 @@ class ModelGeometryApp(App):
                 rule += f"; [A]'s rule, never-hit tokens dropped: {v['s_conv_drop']:.2f}"
         else:
             rule = "[A]'s rule: never-hit tokens dropped"
+        # short readout: the numbers the panels show; the rest folded (a <details> the reader opens)
         self.readout.value = (
-            f"<b>{html.escape(str(v['name']))}</b>{html.escape(str(v['source']))}: d = {v['d']}, |V| = {v['vocab_size']:,}, {v['n']:,} samples · "
-            f"r<sub>∞</sub> = {v['r_inf']:.3g}, r<sub>2</sub> = {v['r_2']:.3g}, min cos = {v['min_cos']:.3f} "
-            f"(φ = {math.degrees(v['phi']):.1f}°) · ε = {v['eps']:.3g} · s<sub>conv</sub> = "
-            f"<b>{v['s_conv']:.2f}</b> nats/token ({rule}; ln|V| = {math.log(v['vocab_size']):.2f}) · "
-            f"{v['zero_hit']:,} of {v['vocab_size']:,} tokens never hit in N = "
-            f"{v['n_cells']:,}{warn}{conv}{eff}")
+            f"<b>{html.escape(str(v['name']))}</b>{html.escape(str(v['source']))}: d = {v['d']}, "
+            f"|V| = {v['vocab_size']:,} · s<sub>conv</sub> = <b>{v['s_conv']:.2f}</b> nats/token "
+            f"(ln|V| = {math.log(v['vocab_size']):.2f}) · {v['zero_hit']:,} of {v['vocab_size']:,} tokens "
+            f"never hit in N = {v['n_cells']:,}{warn}"
+            "<details><summary style='cursor:pointer'>more: support, both s<sub>conv</sub> rules, "
+            "convergence, effective ε</summary><div style='line-height:1.5;margin:2px 0 0 14px'>"
+            f"support from {v['n']:,} hidden states: r<sub>∞</sub> = {v['r_inf']:.3g}, r<sub>2</sub> = "
+            f"{v['r_2']:.3g}, min cos = {v['min_cos']:.3f} (φ = {math.degrees(v['phi']):.1f}°) · "
+            f"ε = {v['eps']:.3g}<br>s<sub>conv</sub>: {rule}{conv}{eff}</div></details>")
+        self.invalidate()
         self.redraw()
 
     def data_rows(self) -> list[dict]:
@@ -389,10 +417,28 @@ class ModelGeometryApp(App):
         return rows
 
     def _on_model(self, *_):
+        """A new model: its stored measurement when its bundle has one, else empty panels."""
+        if self.is_running:   # the figure belongs to the run; the button state comes back after it
+            return
         has = shipped_bundle(self.model.value) is not None
         self.shipped_btn.disabled = not has
         self.shipped_btn.tooltip = ("show the measurement stored with this model's bundle" if has else
                                     "no stored measurement for this model: press Run")
+        if has:
+            self.guard(self.show_shipped)
+        else:
+            self.clear()
+
+    def clear(self):
+        """Empty panels and readout (no measurement of the chosen model is shown)."""
+        self.report, self.eff, self.view = None, None, None
+        gp.clear_share_histogram(self.hist, f"nothing measured for\n{self.model.value} yet:\npress Run")
+        gp.clear_convergence(self.conv)
+        gp.update_slope_bars(self.bars, {})
+        self.readout.value = ""
+        self.set_status(f"no stored measurement of {self.model.value}: press Run to measure it")
+        self.invalidate()
+        self.redraw()
 
     def show_shipped(self):
         """Draw the geometry stored in the chosen model's bundle (no computation)."""
@@ -403,7 +449,7 @@ class ModelGeometryApp(App):
             return
         self.report, self.eff = None, None
         self.view = view_from_record(bundle)
-        self.set_status(f"stored measurement of {name} (bundle made {self.view['created']}); "
+        self.set_status(f"stored measurement of {name} (made {human_date(self.view['created'])}); "
                         "press Run to measure again with the settings above")
         self.update()
 

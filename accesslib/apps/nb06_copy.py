@@ -22,6 +22,7 @@ import ipywidgets as W
 from accesslib import config as _config
 from accesslib._checks import check_choice, check_int, parse_int_list
 from accesslib.apps.base import App, BackgroundRun
+from accesslib.apps.nb02_cramming import human_date
 from accesslib.config import data_path
 from accesslib.plots import copying as copy_plots
 
@@ -81,7 +82,7 @@ class CopyApp(App):
         self.max_len = W.IntSlider(value=cfg["max_len"], min=5, max=100, description="train up to",
                                    style=_DESC, layout=lay)
         self.lengths = W.Text(value="5, 10, 20" if self.fast else "10, 20, 30, 40, 50, 60, 70, 80, 100, 150, 200, 300",
-                              description="eval lengths", style=_DESC, layout=W.Layout(width="420px"))
+                              description="eval lengths", style=_DESC, layout=W.Layout(width="600px"))
         self.n_eval = W.IntText(value=8 if self.fast else 100, description="strings/length", style=_DESC, layout=lay)
         self.run_btn = W.Button(description="Run (train)", button_style="primary", icon="play")
         self.eval_btn = W.Button(description="Evaluate shipped model", icon="check",
@@ -127,7 +128,7 @@ class CopyApp(App):
         fig = self.fig
         self.ax_loss = fig.add_subplot(1, 2, 1)
         self.ax_acc = fig.add_subplot(1, 2, 2)
-        fig.subplots_adjust(left=0.08, right=0.98, top=0.88, bottom=0.13, wspace=0.25)
+        fig.subplots_adjust(left=0.08, right=0.98, top=0.85, bottom=0.13, wspace=0.25)
         self.art_loss = copy_plots.plot_training_loss(self.ax_loss, chance=math.log(ALPHABET),
                                                       chance_label=f"chance: ln {ALPHABET}")
         self.art_acc = copy_plots.plot_copy_accuracy(self.ax_acc)
@@ -165,11 +166,13 @@ class CopyApp(App):
         self._set_accuracy(acc["lengths"], acc["greedy"], acc["teacher_forced"], acc["n"], b["train_range"])
         c = b["config"]
         below = b.get("first_length_below_10pct", {}).get("greedy")
+        top = b["train_range"][1]
         self.title.set_text(
             f"shipped run: d={c['d']}, {c['layers']} layers, {b['steps_done']} steps, "
             f"{b['train_wall_time_s'] / 60:.1f} min wall / {b['train_cpu_time_s'] / 60:.1f} min CPU"
-            + (f"; greedy accuracy < 10% from length {below}" if below else ""))
-        self.set_status(f"Showing the precomputed run from {b.get('date', '?')[:10]} "
+            + (f"\ngreedy accuracy < 10% from length {below} ({below / top:.1f}x the longest "
+               f"training length, {top})" if below else ""))
+        self.set_status(f"Showing the precomputed run of {human_date(b.get('date'))} "
                         f"({b.get('hardware', {}).get('cpu', 'CPU')}). Press Run to train your own.")
         self.redraw_now()
 

@@ -18,6 +18,8 @@ from accesslib.plots import packing as pk_plots
 from accesslib.theory import packing
 
 _DESC = {"description_width": "110px"}
+#: the largest r/ε the packing app draws (the points stay countable on screen)
+MAX_RATIO = 10.0
 
 
 class PackingApp(App):
@@ -65,8 +67,10 @@ class PackingApp(App):
     def update(self):
         r, eps, d, method = float(self.r.value), float(self.eps.value), int(self.d.value), self.method.value
         self._curves(d)
-        if r / eps > 10:
-            raise ValueError(f"r/ε must be <= 10 here (so the points stay countable on screen); got {r / eps:.3g}")
+        # the sliders' r = 10, ε = 1 reaches the kernel as ε = 10**(±1e-16): r/ε = 10 up to rounding is fine
+        if r / eps > MAX_RATIO * (1 + 1e-9):
+            raise ValueError(f"r/ε must be at most {MAX_RATIO:g} here (so the points stay countable on screen): "
+                             f"lower r or raise ε; got r/ε = {r / eps:.3g}")
         p = packing.points(method, r, eps, d, seed=0)
         b = packing.bound(r, eps, d)
         self.shown = dict(r=r, eps=eps, d=d, method=method, points=p, bound=b)

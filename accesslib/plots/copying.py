@@ -3,7 +3,8 @@
 Same pattern as :mod:`accesslib.plots.bounds`: ``plot_x(ax, ...)`` draws once and returns a dict
 of artists, ``update_x(artists, ...)`` moves them in place. (a) the training loss against the
 step, with the chance level; (b) exact-string accuracy against copy length, greedy generation
-(markers, binomial error bars) and teacher-forced, the training lengths shaded.
+(small filled dots, binomial error bars) and teacher-forced (large hollow squares beneath, so
+both stay visible where they coincide), the training lengths shaded.
 """
 from __future__ import annotations
 
@@ -37,6 +38,11 @@ def update_training_loss(art, steps, losses):
     return art
 
 
+#: marker sizes (points): the hollow teacher-forced square encloses the greedy dot
+TF_MARKER_SIZE = 9.0
+GREEDY_MARKER_SIZE = 4.5
+
+
 def plot_copy_accuracy(ax, train_range=(5, 50)):
     """Exact-string accuracy against copy length (log x): greedy and teacher-forced; the
     training lengths ``train_range`` shaded, 10% marked."""
@@ -44,17 +50,20 @@ def plot_copy_accuracy(ax, train_range=(5, 50)):
     ax.axhline(0.1, lw=0.8, ls=":", color=COLORS["reference"])
     err = LineCollection([], colors=COLORS["pg19"], lw=1.0)
     ax.add_collection(err)
-    (greedy,) = ax.plot([], [], "o-", color=COLORS["pg19"], ms=6, mec="white", mew=0.8, lw=0.8,
-                        label="greedy generation")
-    (tf,) = ax.plot([], [], "s--", color=COLORS["random"], ms=5, mfc="none", mew=1.2, lw=0.8,
-                    label="teacher-forced (all argmax)")
+    # the two series often coincide (exact-string success is the same event under both, up to
+    # rounding): teacher-forced as large hollow squares underneath, greedy as small filled dots
+    # on top, so each stays visible where they agree
+    (tf,) = ax.plot([], [], "s--", color=COLORS["random"], ms=TF_MARKER_SIZE, mfc="none", mew=1.4, lw=0.8,
+                    zorder=2, label="teacher-forced (all argmax)")
+    (greedy,) = ax.plot([], [], "o-", color=COLORS["pg19"], ms=GREEDY_MARKER_SIZE, mec="white", mew=0.6,
+                        lw=0.8, zorder=3, label="greedy generation")
     ax.set_xscale("log")
     ax.set_ylim(-0.04, 1.04)
     ax.set_xlim(4, 500)
     ax.set_xlabel("copy length (letters)")
     ax.set_ylabel("exact-string accuracy")
     ax.set_title("(b) accuracy vs length", fontsize=STYLE["font"], loc="left")
-    ax.legend(loc="lower left", fontsize=8, frameon=False)
+    ax.legend(handles=[greedy, tf, shade], loc="lower left", fontsize=8, frameon=False)
     return dict(ax=ax, shade=shade, err=err, greedy=greedy, teacher_forced=tf)
 
 

@@ -23,18 +23,21 @@ def plot_loss(ax):
     (best,) = ax.plot([], [], color=COLORS["predicted"], lw=1.0, ls="--", label="best loss (median)")
     ax.set_yscale("log")
     ax.set_xlabel("optimisation step (all lengths, all m)")
-    ax.set_ylabel("cross-entropy (nats/token)")
+    ax.set_ylabel("loss (nats/token)")
     ax.set_title("live loss", fontsize=STYLE["font"])
     ax.legend(fontsize=8, loc="upper right")
     ax.set_xlim(0, 10)
     ax.set_ylim(1e-3, 10)
-    return dict(ax=ax, line=line, best=best)
+    hint = ax.text(0.5, 0.5, "press Run: the loss of the strings\nbeing crammed appears here",
+                   transform=ax.transAxes, ha="center", va="center", fontsize=8.5, color=COLORS["reference"])
+    return dict(ax=ax, line=line, best=best, hint=hint)
 
 
 def update_loss(art, steps, losses, best):
     art["line"].set_data(steps, losses)
     art["best"].set_data(steps, best)
     ax = art["ax"]
+    art["hint"].set_visible(not len(steps))
     if len(steps):
         ax.set_xlim(0, max(10, steps[-1] * 1.05))
         vals = np.asarray([v for v in list(losses) + list(best) if v > 0 and math.isfinite(v)])
@@ -51,14 +54,36 @@ def plot_accessibility(ax):
     ax.set_ylim(-0.05, 1.05)
     ax.set_xlim(0, 10)
     ax.axhline(0.5, **STYLE["refline"])
-    ax.set_title("accessibility curve (markers: measured; lines: logistic fit)", fontsize=STYLE["font"])
+    ax.set_title(ACCESSIBILITY_TITLE, fontsize=STYLE["font"])
     return dict(ax=ax, series={})
+
+
+ACCESSIBILITY_TITLE = "accessibility curve (markers: measured; lines: logistic fit)"
+
+
+def set_accessibility_note(art, text):
+    """Title the curve panel with ``text`` (e.g. "shipped curve, not your run" and the conditions
+    it was measured under, in short lines); "" restores the usual title."""
+    if text:
+        art["ax"].set_title(text, fontsize=8, loc="center")
+    else:
+        art["ax"].set_title(ACCESSIBILITY_TITLE, fontsize=STYLE["font"])
 
 
 def update_accessibility(art, curves):
     """``curves``: {m: dict(lengths, successes, totals, fit=(n50, k) or None)}; draws in place."""
     ax = art["ax"]
     xmax = 10.0
+    gone = [m for m in art["series"] if m not in curves]
+    for m in gone:   # a curve no longer shown (other settings, or the shipped one replaced)
+        ser = art["series"].pop(m)
+        for a in (ser["eb"], ser["fit"], ser["n50"]):
+            a.remove()
+    if gone:
+        if art["series"]:
+            ax.legend(fontsize=8, loc="upper right")
+        elif ax.get_legend() is not None:
+            ax.get_legend().remove()
     for m in sorted(curves):
         c = curves[m]
         n = np.asarray(c["lengths"], float)

@@ -117,15 +117,28 @@ def update_cells_2d(art, W, b=None, eps=None, selected=0):
     return shares
 
 
-def plot_share_histogram(ax, shares, n_samples=None, bins=40):
-    """Histogram of log10 p_t over tokens (zero-hit tokens counted in the text); -> artists."""
+def plot_share_histogram(ax, shares=None, n_samples=None, bins=40):
+    """Histogram of log10 p_t over tokens (zero-hit tokens counted in the text); -> artists.
+    ``shares=None``: empty axes with a note (nothing measured yet), see :func:`clear_share_histogram`."""
     ax.set_xlabel(r"$\log_{10}$ cell share $p_t$")
     ax.set_ylabel("tokens")
     art = dict(ax=ax, bars=None, uniform=ax.axvline(0, color=COLORS["predicted"], lw=1.6, ls="--",
                                                        label="uniform 1/|V|"),
                text=ax.text(0.02, 0.97, "", transform=ax.transAxes, va="top", fontsize=8), bins=bins)
     ax.legend(loc="center right", fontsize=8)
-    update_share_histogram(art, shares, n_samples)
+    if shares is None:
+        clear_share_histogram(art)
+    else:
+        update_share_histogram(art, shares, n_samples)
+    return art
+
+
+def clear_share_histogram(art, note="nothing measured yet:\npress Run"):
+    """Empty the histogram (bars at zero height, no uniform line) and show ``note`` instead."""
+    for rect in art["bars"] or []:
+        rect.set_height(0)
+    art["uniform"].set_xdata([np.nan, np.nan])
+    art["text"].set_text(note)
     return art
 
 
@@ -212,5 +225,14 @@ def update_convergence(art, rows, vocab_size):
         ax.set_xlim(grid[0], grid[-1])
         vals = np.concatenate([sb, sd, [lnv]])
         ax.set_ylim(vals.min() - 0.6, vals.max() + 0.9)
-    art["text"].set_text("" if n.size > 1 else "N fits in one chunk: raise N to see convergence")
+    art["text"].set_text("" if n.size != 1 else "N fits in one chunk: raise N to see convergence")
+    return art
+
+
+def clear_convergence(art):
+    """Empty the s_conv panel (nothing measured yet)."""
+    for k in ("bound", "drop", "floor"):
+        art[k].set_data([], [])
+    art["lnv"].set_ydata([np.nan, np.nan])
+    art["text"].set_text("")
     return art

@@ -17,7 +17,7 @@ def test_packing_app_sliders_update_points_and_count():
     assert app.here.get_ydata()[0] == pytest.approx(math.log10(13))
     app.r.value = 9.0
     app.eps.value = 10 ** -0.5            # r/eps = 28 > 10: a readable error, figure kept
-    assert "r/ε must be <= 10" in app.last_error
+    assert "r/ε must be at most 10" in app.last_error
     app.eps.value = 1.0
     assert app.last_error is None
 
