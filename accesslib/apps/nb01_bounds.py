@@ -14,61 +14,89 @@ from accesslib.theory import bounds
 _DESC = {"description_width": "150px"}
 
 CUSTOM = "custom"
-DTYPE_OPTIONS = [("custom ε", CUSTOM), ("float16", "float16"), ("bfloat16", "bfloat16"),
-                 ("float32", "float32"), ("paper (fp16)", bounds.PAPER_DTYPE)]
-NO_PRESET = "(none)"
+#: ε from a number format: ε = r × its unit roundoff. [A]'s choice for every model is the fp16
+#: roundoff (ε = r·2^-11), so "fp16" *is* the paper's setting: one button, not two.
+DTYPE_OPTIONS = [("fp16 = [A]", bounds.PAPER_DTYPE), ("bf16", "bfloat16"), ("fp32", "float32"),
+                 ("custom ε", CUSTOM)]
+DTYPE_TOOLTIPS = ["ε = r·2⁻¹¹, half-precision (fp16) rounding: the choice of [A] for every model",
+                  "ε = r·2⁻⁸, bfloat16 rounding (8 bits of mantissa)",
+                  "ε = r·2⁻²⁴, float32 rounding (24 bits of mantissa)",
+                  "set ε by hand with the ε slider"]
+#: the preset menu's entry for settings that are not one of [A]'s models
+NO_PRESET = "custom"
 DEFAULT_PRESET = "EleutherAI/pythia-160m"
+VOCAB_MAX = 1_000_000
 
 
-def _set_exact(log_slider, value):
+def set_exact(log_slider, value):
     """Set a log slider and remember the exact value.
 
     The browser snaps a value set from Python to the slider's step grid (10**(k*step)) and
-    sends the snapped value back; :func:`_exact` then still returns the value we set (e.g.
+    sends the snapped value back; :func:`exact_value` then still returns the value we set (e.g.
     |V| = 50304, not 10**4.70 = 50119), until the user really moves the slider.
     """
     log_slider._accesslib_exact = float(value)
     log_slider.value = value
 
 
-def _is_echo(log_slider, value):
+def is_echo(log_slider, value):
+    """True when ``value`` is within half a step (in log units) of the value :func:`set_exact` set."""
     exact = getattr(log_slider, "_accesslib_exact", None)
     if exact is None or value <= 0 or exact <= 0:
         return False
     return abs(math.log(value, log_slider.base) - math.log(exact, log_slider.base)) <= log_slider.step / 2 + 1e-9
 
 
-def _exact(log_slider):
+def exact_value(log_slider):
+    """The slider's value, or the exact value set by :func:`set_exact` when it is only its echo."""
     v = log_slider.value
-    return log_slider._accesslib_exact if _is_echo(log_slider, v) else v
+    return log_slider._accesslib_exact if is_echo(log_slider, v) else v
 
 
 def _short(name):
     return name.split("/")[-1]
 
 
+def dtype_option(dtype):
+    """The dtype button for a dtype name: every fp16 name is [A]'s choice (the same ε)."""
+    key = bounds.canonical_dtype(dtype)
+    return bounds.PAPER_DTYPE if key == "float16" else key
+
+
 class BoundsApp(App):
     """Explore the counting bound N <= (1 + 2r/eps)^(d*m) and its threshold n* = C*m.
 
-    Sliders: d, |V| (log), eps (log), r, m; dtype presets for eps (eps = r * unit roundoff,
-    :func:`accesslib.theory.bounds.eps_for_dtype`); model presets from :mod:`accesslib.results.reference`
-    (d, |V|, r = r_inf, eps = r * 2^-11 as in [A]). Panels: (a) log10 N, (b) log10 of the
-    accessible-fraction bound against n with n* marked, (c) n* = C*m against m with the
-    preset's published n50 points and the theory/experiment ratio.
+    Sliders: d, |V| (log, with a box that takes the exact number), eps (log), r, m; dtype
+    presets for eps (eps = r * unit roundoff, :func:`accesslib.theory.bounds.eps_for_dtype`;
+    "fp16" is [A]'s choice); model presets from :mod:`accesslib.results.reference` (d, |V|,
+    r = r_inf, eps = r * 2^-11 as in [A]). Moving d, |V|, r or eps away from the preset's
+    values turns the preset menu to "custom" and puts the published comparison away (no
+    measured slope belongs to a custom configuration); coming back to them brings it back.
+    Panels: (a) log10 N, (b) log10 of the accessible-fraction bound against n with n* marked,
+    (c) n* = C*m against m with the preset's published n50 points and the theory/experiment
+    ratio.
     """
 
     export_name = "nb01-bounds"
+    #: short enough that the controls and the whole figure fit one 1280x800 laptop screen
+    figsize = (10.4, 5.2)
 
     def __init__(self, *, preset=DEFAULT_PRESET, m=1, canvas="auto"):
         super().__init__(canvas=canvas)
         self.models = {r["name"]: r for r in reference.models()}
         self.n50 = reference.n50_points()
+        self._base = None          # the preset the settings came from (None: none)
+        self._auto_preset = False  # True while the app itself moves the preset menu
         lay = W.Layout(width="460px")
         self.d = W.IntSlider(value=768, min=1, max=8192, step=1, description="d (model width)",
                              style=_DESC, layout=lay, continuous_update=True)
-        self.vocab = W.FloatLogSlider(value=50304, base=10, min=math.log10(2), max=6, step=0.0001,
-                                      description="|V| (vocabulary)", readout_format=",.0f",
-                                      style=_DESC, layout=lay)
+        # |V|: a log slider to sweep decades, and a box that holds the exact integer (a log
+        # slider's own readout snaps a typed value to its step grid: 50304 would become 50307)
+        self.vocab = W.FloatLogSlider(value=50304, base=10, min=math.log10(2), max=math.log10(VOCAB_MAX),
+                                      step=0.0001, description="|V| (vocabulary)", readout=False,
+                                      style=_DESC, layout=W.Layout(width="366px"))
+        self.vocab_box = W.BoundedIntText(value=50304, min=2, max=VOCAB_MAX, step=1,
+                                          layout=W.Layout(width="90px"), tooltip="|V|: type the exact number")
         self.m = W.IntSlider(value=m, min=0, max=64, step=1, description="m (prompt vectors)",
                              style=_DESC, layout=lay)
         self.r = W.FloatSlider(value=22.45, min=0, max=300, step=0.05, description="r (support radius)",
@@ -76,20 +104,23 @@ class BoundsApp(App):
         self.eps = W.FloatLogSlider(value=22.45 * 2.0**-11, base=10, min=-10, max=2, step=0.001,
                                     description="ε (precision)", readout_format=".3g",
                                     style=_DESC, layout=lay)
-        self.dtype = W.ToggleButtons(options=DTYPE_OPTIONS, value=bounds.PAPER_DTYPE,
-                                     description="ε from dtype", style={**_DESC, "button_width": "92px"})
+        self.dtype = W.ToggleButtons(options=DTYPE_OPTIONS, value=bounds.PAPER_DTYPE, tooltips=DTYPE_TOOLTIPS,
+                                     style={"button_width": "84px"})
         self.preset = W.Dropdown(options=[NO_PRESET] + list(self.models), value=NO_PRESET,
                                  description="model preset", style=_DESC, layout=W.Layout(width="460px"))
         self.controls.children = [
-            W.HBox([self.preset]),
-            self.dtype,
-            W.HBox([W.VBox([self.d, self.vocab, self.m]), W.VBox([self.r, self.eps])]),
+            # the label outside the buttons: a ToggleButtons description sits above them
+            W.HBox([self.preset, W.Label("ε from dtype", layout=W.Layout(margin="0 6px 0 16px")), self.dtype],
+                   layout=W.Layout(flex_flow="row wrap", align_items="center")),
+            W.HBox([W.VBox([self.d, W.HBox([self.vocab, self.vocab_box]), self.m]), W.VBox([self.r, self.eps])],
+                   layout=W.Layout(flex_flow="row wrap")),
         ]
-        _set_exact(self.vocab, 50304)
-        _set_exact(self.eps, 22.45 * 2.0**-11)
+        set_exact(self.vocab, 50304)
+        set_exact(self.eps, 22.45 * 2.0**-11)
         self._build_figure()
         self.d.observe(self.refresh, names="value")
-        self.vocab.observe(self.refresh, names="value")
+        self.vocab.observe(self._on_vocab_slider, names="value")
+        self.vocab_box.observe(self._on_vocab_box, names="value")
         self.m.observe(self.refresh, names="value")
         self.r.observe(self._on_r, names="value")
         self.eps.observe(self._on_eps, names="value")
@@ -103,8 +134,8 @@ class BoundsApp(App):
     # -- figure -----------------------------------------------------------------------------
     def _build_figure(self):
         fig = self.fig
-        gs = fig.add_gridspec(2, 2, height_ratios=[1, 3.4], hspace=0.55, wspace=0.28,
-                              left=0.1, right=0.965, top=0.93, bottom=0.08)
+        gs = fig.add_gridspec(2, 2, height_ratios=[1, 4.6], hspace=0.62, wspace=0.24,
+                              left=0.09, right=0.975, top=0.9, bottom=0.1)
         ax_a = fig.add_subplot(gs[0, :])
         ax_b = fig.add_subplot(gs[1, 0])
         ax_c = fig.add_subplot(gs[1, 1])
@@ -119,8 +150,8 @@ class BoundsApp(App):
 
     # -- parameters -------------------------------------------------------------------------
     def params_unchecked(self):
-        return dict(d=int(self.d.value), vocab_size=int(round(_exact(self.vocab))),
-                    eps=float(_exact(self.eps)), r=float(self.r.value), m=int(self.m.value))
+        return dict(d=int(self.d.value), vocab_size=int(self.vocab_box.value),
+                    eps=float(exact_value(self.eps)), r=float(self.r.value), m=int(self.m.value))
 
     def params(self):
         """Current (d, vocab_size, eps, r, m), validated by accesslib.theory.bounds (ValueError)."""
@@ -135,7 +166,7 @@ class BoundsApp(App):
 
     def set(self, **values):
         """Set several controls at once (d, vocab_size, eps, r, m, dtype, preset); one update."""
-        names = {"d": self.d, "vocab_size": self.vocab, "eps": self.eps, "r": self.r, "m": self.m,
+        names = {"d": self.d, "vocab_size": self.vocab_box, "eps": self.eps, "r": self.r, "m": self.m,
                  "dtype": self.dtype, "preset": self.preset}
         unknown = set(values) - set(names)
         if unknown:
@@ -146,8 +177,10 @@ class BoundsApp(App):
             for k in order:
                 if k == "preset" and self.preset.value == values[k]:
                     self._apply_preset(values[k])   # re-apply: the user may have moved sliders
-                elif k in ("vocab_size", "eps"):
-                    _set_exact(names[k], values[k])
+                elif k == "eps":
+                    set_exact(names[k], values[k])
+                elif k == "dtype" and values[k] != CUSTOM:
+                    names[k].value = dtype_option(values[k])
                 else:
                     names[k].value = values[k]
         return self
@@ -163,7 +196,7 @@ class BoundsApp(App):
             with self.hold():
                 self._setting_eps = True
                 try:
-                    _set_exact(self.eps, min(max(eps, 10.0**self.eps.min), 10.0**self.eps.max))
+                    set_exact(self.eps, min(max(eps, 10.0**self.eps.min), 10.0**self.eps.max))
                 finally:
                     self._setting_eps = False
 
@@ -178,7 +211,7 @@ class BoundsApp(App):
     def _on_eps(self, change):
         if getattr(self, "_setting_eps", False):
             return
-        if self.dtype.value != CUSTOM and _is_echo(self.eps, change["new"]):
+        if self.dtype.value != CUSTOM and is_echo(self.eps, change["new"]):
             return   # the browser snapped our value to its step grid: not a user move
         # the user moved eps by hand: it no longer follows a dtype
         if self.dtype.value != CUSTOM:
@@ -187,7 +220,26 @@ class BoundsApp(App):
         else:
             self.refresh()
 
+    def _on_vocab_slider(self, change):
+        if is_echo(self.vocab, change["new"]):
+            return   # our own value, snapped by the browser to the slider's grid
+        n = min(max(int(round(change["new"])), self.vocab_box.min), self.vocab_box.max)
+        self.vocab._accesslib_exact = float(n)
+        if self.vocab_box.value == n:
+            self.refresh()
+        else:
+            self.vocab_box.value = n   # -> _on_vocab_box -> refresh
+
+    def _on_vocab_box(self, change):
+        with self.hold():
+            if exact_value(self.vocab) != change["new"]:
+                set_exact(self.vocab, change["new"])
+
     def _on_preset(self, change):
+        if self._auto_preset:
+            return
+        if change["new"] == NO_PRESET:
+            self._base = None   # chosen by hand: stay custom even on a preset's values
         self._apply_preset(change["new"])
 
     def _apply_preset(self, name):
@@ -195,13 +247,48 @@ class BoundsApp(App):
             self.refresh()
             return
         row = self.models[name]
+        self._base = name
         with self.hold():
+            if self.preset.value != name:
+                self._set_preset(name)
             self.d.value = row["d"]
-            _set_exact(self.vocab, row["vocab_size"])
+            self.vocab_box.value = row["vocab_size"]
+            set_exact(self.vocab, row["vocab_size"])
             if row.get("r_inf"):
                 self.r.value = row["r_inf"]
             self.dtype.value = bounds.PAPER_DTYPE
             self._sync_eps()
+
+    # -- presets ----------------------------------------------------------------------------
+    def _set_preset(self, value):
+        """Move the preset menu without applying a preset."""
+        self._auto_preset = True
+        try:
+            self.preset.value = value
+        finally:
+            self._auto_preset = False
+
+    def departures(self, p=None) -> list[str]:
+        """What differs from the preset the settings came from ([] when they are its values): the
+        names of the controls among d, |V|, r, ε moved away from [A]'s configuration."""
+        if self._base is None:
+            return ["no preset"]
+        row, p = self.models[self._base], p or self.params_unchecked()
+        out = [k for k, key in (("d", "d"), ("|V|", "vocab_size")) if p[key] != row[key]]
+        if row.get("r_inf") and abs(p["r"] - row["r_inf"]) > self.r.step / 2 + 1e-9:
+            out.append("r")
+        if self.dtype.value != bounds.PAPER_DTYPE:
+            out.append("ε")
+        return out
+
+    def _sync_preset(self, p):
+        """The preset menu says "custom" as soon as d, |V|, r or ε leave the preset's values, and
+        the preset's name again when they come back."""
+        if self._base is None:
+            return
+        want = NO_PRESET if self.departures(p) else self._base
+        if self.preset.value != want:
+            self._set_preset(want)
 
     # -- the update -------------------------------------------------------------------------
     def _published(self):
@@ -219,6 +306,7 @@ class BoundsApp(App):
 
     def update(self):
         p = self.params()
+        self._sync_preset(p)
         d, V, eps, r, m = p["d"], p["vocab_size"], p["eps"], p["r"], p["m"]
         log10_n = bounds.log10_accessible(d, eps, r, m)
         C = bounds.slope(d, V, eps, r)
@@ -237,9 +325,12 @@ class BoundsApp(App):
                     ratios.append((ds, a, bounds.theory_ratio(C, a)))
         # theory / experiment: the bound's slope C over the measured slope a
         self.ratio_text = "\n".join([f"C = {C:,.1f} tokens/vector"] + [
-            f"C / a({ds}) = {q:.1f}×" for ds, a, q in ratios])
+            f"C / a({ds}) = {q:.1f}×" for ds, a, q in ratios] + (
+            ["custom settings:", "no published n50 to compare"] if row is None else []))
         ratio_html = "".join(f" &nbsp;·&nbsp; C / a({ds}) = <b>{q:.1f}×</b> (a = {a:g})"
                              for ds, a, q in ratios)
+        if row is None:
+            ratio_html = " &nbsp;·&nbsp; <i>custom settings: no published slope to compare with</i>"
         if self.preset.value != self._shown_preset:
             # new published series and legend: the background changes
             plotting.update_n50_points(self.art_c, published)
@@ -253,12 +344,17 @@ class BoundsApp(App):
             f"&nbsp;·&nbsp; C = <b>{C:,.1f}</b> tokens/vector &nbsp;·&nbsp; n* = C·m = <b>{ns:,.1f}</b> "
             f"&nbsp;·&nbsp; n50 ≤ {n50:,.1f}{ratio_html}</div>")
         eps_note = (f"ε = r·{bounds.UNIT_ROUNDOFF[bounds.canonical_dtype(self.dtype.value)]:.3g} "
-                    f"({self.dtype.value})" if self.dtype.value != CUSTOM else f"ε = {eps:.3g} (custom)")
-        model = "no model preset" if row is None else f"preset {row['name']}"
-        if row is not None and (row["d"] != d or row["vocab_size"] != V):
-            model += " (d or |V| changed since)"
-        if row is not None and not row.get("r_inf"):
-            model += "; r_inf not published for this model, r kept"
+                    f"({dict((v, k) for k, v in DTYPE_OPTIONS)[self.dtype.value]})"
+                    if self.dtype.value != CUSTOM else f"ε = {eps:.3g} (custom)")
+        if row is not None:
+            model = f"preset {row['name']} ([A]'s values)"
+            if not row.get("r_inf"):
+                model += "; r_inf not published for this model, r kept"
+        elif self._base is not None:
+            model = (f"custom: {', '.join(self.departures(p))} moved away from {_short(self._base)}; "
+                     "no published measurement to compare with")
+        else:
+            model = "custom settings: no published measurement to compare with"
         self.set_status(f"{model} · d = {d}, |V| = {V:,}, r = {r:g}, {eps_note}, m = {m} · "
                         f"1 + 2r/ε = {1 + 2 * r / eps:,.4g}")
         self.redraw()

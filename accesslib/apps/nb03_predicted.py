@@ -1,34 +1,95 @@
 """Notebook 03: predicted vs measured.
 
-- :class:`PredictedApp`: the predicted line n* = C*m (ball bound, and refined bounds when the
-  bundle has them) against measured n50 by m, the fitted slope and the theory/experiment ratio,
-  with the paper's published points; eps and r sliders move the lines.
+- :class:`PredictedApp`: one model's predicted lines n* = C*m (ball bound, and refined bounds when
+  the bundle has them), each labelled where it ends, against that model's measured n50 by m, the
+  fitted slope, the theory/experiment ratio and the bundle's caveats; [A]'s published models on
+  a panel of their own, each under its own ball bound; eps and r sliders move the lines.
 - :class:`SweepApp`: launch a small Dask sweep and watch its curves fill in.
 """
 from __future__ import annotations
 
 import html
 import math
+import time
 
 import ipywidgets as W
 
 from accesslib.apps.base import App, BackgroundRun
+from accesslib.apps.nb01_bounds import exact_value, set_exact
 from accesslib.apps.nb02_cramming import curve_from_counts, curve_rows
 from accesslib.apps.policy import app_policy
 from accesslib.config import FAST
+from accesslib.plots import bounds as plotting
 from accesslib.plots import cramming as cram_plots
-from accesslib.plots.style import dataset_color
 from accesslib.results import bundles, reference
 from accesslib.results.bundles import predicted_slopes
+from accesslib.theory import bounds
 
 _DESC = {"description_width": "120px"}
 
+#: [A]'s protocol allows at most 3000 optimisation steps per string (docs/paper.md, section 5)
+PAPER_MAX_STEPS = 3000
+#: a bundle whose slowest successful string used this share of its step budget or more is
+#: flagged as likely budget-limited (more steps would have crammed longer strings)
+BUDGET_SHARE = 0.75
+#: what a bundle's ``source`` means, in the reader's words
+TARGETS = {"natural": "natural-text targets",
+           "tokens": "uniform random token ids (each token costs the full ln|V|; harder than "
+                     "[A]'s natural text and random words)",
+           "words": "random-word targets"}
+
+
+def _short(name):
+    return name.split("/")[-1]
+
+
+def bundle_caveats(bundle) -> dict:
+    """What a reader must know before comparing a bundle's slope with [A]'s: the targets, the
+    step budget, the strings per length, and whether the slope looks limited by the budget.
+
+    Everything comes from the bundle: ``max_steps`` from its settings, strings per length from
+    its curves (the range of the totals), ``slowest`` = the most steps a successful example
+    string needed. ``budget_limited`` when the budget is below [A]'s and ``slowest`` used at
+    least :data:`BUDGET_SHARE` of it."""
+    settings = bundle.get("settings") or {}
+    max_steps = settings.get("max_steps")
+    totals = [t for c in bundle.get("curves") or [] for t in c.get("totals") or []]
+    wins = [e["steps"] for e in bundle.get("examples") or [] if e.get("success") and e.get("steps") is not None]
+    slowest = max(wins) if wins else None
+    limited = bool(max_steps and max_steps < PAPER_MAX_STEPS and slowest is not None
+                   and slowest >= BUDGET_SHARE * max_steps)
+    source = bundle.get("source")
+    return dict(source=source, targets=TARGETS.get(source, f"{source} targets"), max_steps=max_steps,
+                strings_min=min(totals) if totals else None, strings_max=max(totals) if totals else None,
+                slowest=slowest, budget_limited=limited)
+
+
+def caveats_html(cav) -> str:
+    """The caveats of :func:`bundle_caveats` as short HTML lines."""
+    strings = ("?" if cav["strings_min"] is None else f"{cav['strings_min']}" if cav["strings_min"] == cav["strings_max"]
+               else f"{cav['strings_min']}-{cav['strings_max']}")
+    steps = "?" if cav["max_steps"] is None else f"{cav['max_steps']:,}"
+    lines = [f"targets: {html.escape(cav['targets'])}",
+             f"at most {steps} optimisation steps per string ([A]: up to {PAPER_MAX_STEPS:,})",
+             f"{strings} strings per length, one attempt each ([A]: 20)"]
+    if cav["budget_limited"]:
+        lines.append(f"<b>slope likely limited by the step budget</b>: a successful string needed "
+                     f"{cav['slowest']} of its {steps} steps, so longer strings may have failed for lack of "
+                     f"steps. Its a is a lower bound and C/a an upper bound: do not set it against [A]'s "
+                     f"5-20×.")
+    return "<br>".join(lines)
+
 
 class PredictedApp(App):
-    """n* = C*m (predicted lines) against measured n50 by m (markers with error bars)."""
+    """One model's bounds n* = C*m (lines, labelled where they end) against its own measured n50
+    by m (markers with error bars); [A]'s published models on a panel of their own, each under
+    its own ball bound. Linear axes unless "log y"; the bundle's caveats beside its numbers."""
 
-    figsize = (10.0, 5.2)
+    figsize = (10.4, 4.3)
     export_name = "nb03-predicted"
+    #: the two panels' positions [left, bottom, width, height], with and without [A]'s panel
+    POS_BOTH = ([0.06, 0.12, 0.52, 0.8], [0.68, 0.12, 0.3, 0.8])
+    POS_ALONE = [0.06, 0.12, 0.92, 0.8]
 
     def __init__(self, *, model=None, canvas="auto", published=True):
         super().__init__(canvas=canvas)
@@ -38,25 +99,29 @@ class PredictedApp(App):
         if not names:
             raise ValueError("no precomputed cramming bundle is installed; run scripts/make_bundles.py")
         model = model if model in names else (embedded.DEFAULT if embedded.DEFAULT in names else names[0])
-        self.model = W.Dropdown(options=names, value=model, description="model", style=_DESC)
-        self.r = W.FloatLogSlider(value=1.0, base=10, min=-2, max=3, step=0.01, description="r (support)",
+        self.model = W.Dropdown(options=names, value=model, description="model", style=_DESC,
+                                layout=W.Layout(width="300px"))
+        self.r = W.FloatLogSlider(value=1.0, base=10, min=-2, max=3, step=0.001, description="r (support)",
                                   readout_format=".3g", style=_DESC, layout=W.Layout(width="420px"))
-        self.eps_rel = W.FloatLogSlider(value=2.0**-11, base=10, min=-8, max=-0.5, step=0.01,
+        self.eps_rel = W.FloatLogSlider(value=2.0**-11, base=10, min=-8, max=-0.5, step=0.001,
                                         description="ε / r", readout_format=".3g", style=_DESC,
                                         layout=W.Layout(width="420px"))
-        self.show_published = W.Checkbox(value=published, description="paper's published n50 points")
-        self.controls.children = [W.HBox([self.model, self.show_published]), self.r, self.eps_rel]
-        ax = self.fig.add_subplot(1, 1, 1)
-        self.fig.subplots_adjust(left=0.09, right=0.7, bottom=0.11, top=0.95)
-        self.art = cram_plots.plot_n50_vs_m(ax, m_max=5)
-        pub, markers = {}, {}
+        self.show_published = W.Checkbox(value=published, description="[A]'s models (right panel)",
+                                         indent=False, layout=W.Layout(width="210px"))
+        self.log_y = W.Checkbox(value=False, description="log y axis", indent=False,
+                                layout=W.Layout(width="110px"))
+        self.controls.children = [W.HBox([self.model, self.show_published, self.log_y]),
+                                  W.HBox([self.r, self.eps_rel], layout=W.Layout(flex_flow="row wrap"))]
+        ax, ax_pub = self.fig.add_axes(self.POS_BOTH[0]), self.fig.add_axes(self.POS_BOTH[1])
+        self.art = plotting.plot_model_bounds(ax, m_max=5)
+        self.published = {}
         for p in reference.n50_points():
-            label = f"{p['model'].split('/')[-1]} {p['dataset']} [A]"
-            marker = markers.setdefault(p["model"], "s^Dv"[len(markers) % 4])   # one shape per model
-            pub[label] = (p["m"], p["n50"], dataset_color(p["dataset"]), marker)
-        cram_plots.plot_published(self.art, pub)
+            self.published.setdefault(p["model"], {})[p["dataset"]] = (p["m"], p["n50"])
+        self.art_pub = plotting.plot_published_models(
+            ax_pub, {_short(name): series for name, series in self.published.items()}, m_max=5)
+        set_exact(self.eps_rel, 2.0**-11)   # the browser's snapped echo keeps [A]'s exact 2^-11
         self.model.observe(self._on_model, names="value")
-        for w in (self.r, self.eps_rel, self.show_published):
+        for w in (self.r, self.eps_rel, self.show_published, self.log_y):
             w.observe(self.refresh, names="value")
         self._on_model()
 
@@ -65,47 +130,70 @@ class PredictedApp(App):
         geo = self.bundle.get("geometry") or {}
         with self.hold():
             if geo.get("r_inf"):
-                self.r.value = geo["r_inf"]
+                set_exact(self.r, geo["r_inf"])   # exactly r_inf, whatever grid the browser snaps to
+
+    def published_slopes(self, eps_rel):
+        """The ball bound C of each of [A]'s models with published n50 points, at ε = r·eps_rel
+        (C then depends on d, |V| and eps_rel only)."""
+        out = {}
+        for name in self.published:
+            row = reference.model(name)
+            out[_short(name)] = bounds.slope(row["d"], row["vocab_size"], eps_rel, 1.0)
+        return out
+
+    def _layout(self):
+        both = self.show_published.value
+        self.art_pub["ax"].set_visible(both)
+        self.art["ax"].set_position(self.POS_BOTH[0] if both else self.POS_ALONE)
 
     def update(self):
         b = self.bundle
-        r = float(self.r.value)
-        eps = r * float(self.eps_rel.value)
+        r = float(exact_value(self.r))
+        eps_rel = float(exact_value(self.eps_rel))
+        eps = r * eps_rel
         slopes = predicted_slopes(b, eps, r)
-        cram_plots.update_bound_lines(self.art, slopes)
         curves = [c for c in b["curves"] if c.get("n50") is not None]
         ms = [c["m"] for c in curves]
         n50 = [c["n50"] for c in curves]
         se = [c.get("n50_stderr") or 0.0 for c in curves]
         sl = b.get("slope") or {}
-        cram_plots.update_measured(self.art, ms, n50, se, sl.get("slope"), sl.get("intercept"))
-        for pts in self.art["published"].values():
-            pts.set_visible(self.show_published.value)
-        ys = list(n50) + [C * 5 for C in slopes.values() if C] + [C for C in slopes.values() if C]
-        if self.show_published.value:
-            ys += [y for p in reference.n50_points() for y in p["n50"]]
-        cram_plots.set_y_range(self.art, ys)
-        lines = [f"{b['model']}: d = {b['facts']['d']}, |V| = {b['facts']['vocab_size']}"]
         a = sl.get("slope")
-        for name, C in slopes.items():
-            ratio = f"  C/a = {C / a:6.1f}x" if a and a > 0 and C else ""
-            lines.append(f"C_{name:<9} = {C:8.1f} tok/vec{ratio}")
-        if a:
-            lines.append(f"measured a = {a:.2f} ± {sl.get('slope_stderr') or float('nan'):.2f} "
-                         f"(R² = {sl.get('r2') or float('nan'):.3f})")
-        self.art["text"].set_text("\n".join(lines))
-        self.values = dict(slopes=slopes, measured_slope=a, eps=eps, r=r,
-                           measured=dict(m=ms, n50=n50, n50_stderr=se), fit=dict(sl))
-        self.readout.value = (f"ε = {eps:.3g}, r = {r:.3g} &nbsp;·&nbsp; ball bound C = <b>{slopes['ball']:.1f}</b> "
-                              f"tokens/vector" + (f" &nbsp;·&nbsp; measured a = <b>{a:.2f}</b> &nbsp;·&nbsp; "
-                                                  f"ratio <b>{slopes['ball'] / a:.1f}×</b>" if a else ""))
+        log = bool(self.log_y.value)
+        self._layout()
+        facts = b["facts"]
+        plotting.update_model_bounds(
+            self.art, slopes, ms, n50, se, fit=(a, sl.get("intercept") or 0.0) if a else None, log=log,
+            title=f"{b['model']} (d = {facts['d']}, |V| = {facts['vocab_size']:,}): its bounds and its n50")
+        pub = self.published_slopes(eps_rel)
+        if self.show_published.value:
+            plotting.update_published_models(self.art_pub, pub, log=log)
+        self.caveats = bundle_caveats(b)
+        self.values = dict(slopes=slopes, measured_slope=a, eps=eps, r=r, published_slopes=pub,
+                           measured=dict(m=ms, n50=n50, n50_stderr=se), fit=dict(sl), caveats=self.caveats)
+        self.readout.value = self._readout(slopes, a, sl, eps, r)
         self.set_status(f"bundle: {b['samples']} strings per length, protocol {b['protocol']}, "
                         f"{b['hardware'].get('cpu', '?')}, {b['wall_time']:.0f} s, made {b['created']}")
         self.redraw()
 
+    def _readout(self, slopes, a, sl, eps, r):
+        """The numbers (measured a, every C with C/a) and, beside them, the bundle's caveats."""
+        ratios = " &nbsp;·&nbsp; ".join(
+            f"{html.escape(name)} {C:,.1f}" + (f" ({C / a:.1f}×)" if a and a > 0 else "")
+            for name, C in slopes.items() if C is not None)
+        fit = (f"measured a = <b>{a:.2f} ± {sl.get('slope_stderr') or float('nan'):.2f}</b> tokens/vector "
+               f"(fitted slope, R² = {sl.get('r2') or float('nan'):.3f}); ball bound C = <b>{slopes['ball']:,.1f}</b>, "
+               f"ratio C/a = <b>{slopes['ball'] / a:.1f}×</b>" if a else "no slope fit in this bundle")
+        return ("<div style='display:flex;flex-wrap:wrap;gap:2px 28px;align-items:flex-start;font-size:92%;"
+                "line-height:1.4'>"
+                f"<div style='max-width:620px'>{fit}<br>C in tokens/vector (C/a) at ε = {eps:.3g}, r = {r:.3g}:"
+                f"<br>{ratios}</div>"
+                "<div style='max-width:560px'><b>About this measurement:</b><br>"
+                f"{caveats_html(self.caveats)}</div></div>")
+
     def data_rows(self) -> list[dict]:
-        """Measured n50 ± stderr by m (the markers), the fitted slope a, and the predicted slope
-        C of every bound at the sliders' ε and r with C/a (the lines); the model in every row."""
+        """Measured n50 ± stderr by m (the markers), the fitted slope a, the predicted slope C of
+        every bound at the sliders' ε and r with C/a (the lines), the model in every row; then
+        the ball bound of each of [A]'s models on the right panel at the same ε/r."""
         v, model = self.values, self.bundle["model"]
         meas = v["measured"]
         rows = [dict(panel="measured n50", model=model, m=m, n50=y, n50_stderr=e)
@@ -116,6 +204,8 @@ class PredictedApp(App):
                              intercept=v["fit"].get("intercept"), r2=v["fit"].get("r2")))
         rows += [dict(panel="predicted slope", model=model, bound=name, C=C, eps=v["eps"], r=v["r"],
                       C_over_a=C / a if a and a > 0 and C else None) for name, C in v["slopes"].items()]
+        rows += [dict(panel="[A]'s model: ball bound", model=name, bound="ball", C=C)
+                 for name, C in v["published_slopes"].items()]
         return rows
 
 
@@ -141,6 +231,9 @@ class SweepApp(App):
 
     figsize = (7.5, 3.4)
     export_name = "nb03-sweep"
+    #: after Stop, the page waits at most this long (seconds) for the sweep to end before it
+    #: turns idle again (the cluster then closes in the background)
+    STOP_GRACE_S = 20.0
 
     def __init__(self, *, spec=None, scheduler=None, policy=None, canvas="auto", fast=FAST):
         super().__init__(canvas=canvas)
@@ -150,6 +243,9 @@ class SweepApp(App):
         self.spec = load_spec(spec if spec is not None else default_sweep(fast))
         self.scheduler = scheduler
         self.run = None          # the SweepRun of the last launch
+        self.closing = False     # True when the page turned idle before the last sweep had ended
+        self._stopped_at = None
+        self._final_status = ""
         self.curves = {}
         self.run_button = W.Button(description="Launch sweep", button_style="success", icon="play")
         self.progress = W.IntProgress(value=0, min=0, max=max(1, len(self.spec.jobs())), description="jobs",
@@ -183,14 +279,29 @@ class SweepApp(App):
         from accesslib.experiments.sweep import start_sweep
 
         self.run = None
+        self.closing = False
+        self._stopped_at = None
         self.set_status("starting the Dask cluster ...")
-        self.run = start_sweep(self.spec, on_job_done=lambda res: self.guard(self.update),
-                               scheduler=self.scheduler, progress=False)
-        job.on_stop(self.run.stop)   # Stop reaches the sweep's own stop flag
+        run = self.run = start_sweep(self.spec, on_job_done=lambda res: self.guard(self.update),
+                                     scheduler=self.scheduler, progress=False)
+        job.on_stop(self._note_stop)
+        job.on_stop(run.stop)   # Stop reaches the sweep's own stop flag
+        # Wait for the sweep; after Stop, for the running jobs to hand back what they have (the
+        # sweep gives them a few seconds) but at most STOP_GRACE_S: closing the Dask cluster may
+        # take longer, and the page must not stay busy meanwhile.
         try:
-            self.run.wait()
+            while run.running:
+                if self._stopped_at is not None and time.monotonic() - self._stopped_at > self.STOP_GRACE_S:
+                    self.closing = True
+                    return None
+                run.wait(0.25)
+            run.wait()
         except Exception as e:   # the sweep's own error, raised again by wait
             raise ValueError(f"the sweep failed: {e}") from None
+        return None
+
+    def _note_stop(self):
+        self._stopped_at = time.monotonic()
 
     def _done(self, outcome):
         self.guard(self.update)
@@ -198,7 +309,10 @@ class SweepApp(App):
             return None
         done, total = self.run.progress
         link = self.run.dashboard_link
-        return f"{done}/{total} jobs" + (f"; Dask dashboard: {link}" if link else "")
+        closing = "; the Dask cluster is still closing in the background" if self.closing else ""
+        summary = f"{done}/{total} jobs" + (f"; Dask dashboard: {link}" if link and not self.closing else "") + closing
+        self._final_status = f"{outcome}: {summary}"   # what BackgroundRun shows next
+        return summary
 
     def data_rows(self) -> list[dict]:
         """The sweep's accessibility counts per (m, n) from the results store, with n50."""
@@ -218,7 +332,16 @@ class SweepApp(App):
         if self.run is not None:
             done, total = self.run.progress
             self.runner.set_progress(done, total)
-            if self.run.running and not self.stop_requested:
+            if self.run.running and self.is_running and not self.stop_requested:
                 link = self.run.dashboard_link
                 self.set_status(f"running: {done}/{total} jobs" + (f"; Dask dashboard: {link}" if link else ""))
+                if self.stop_requested or not self.is_running:
+                    # Stop (or the end) came while this job's update ran: its status wins
+                    self._restore_status()
         self.redraw()
+
+    def _restore_status(self):
+        if self.is_running:
+            self.set_status(self.runner.stop_message)
+        elif self._final_status:
+            self.set_status(self._final_status)

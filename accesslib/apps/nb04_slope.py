@@ -18,10 +18,12 @@ _DESC = {"description_width": "120px"}
 
 
 def family_models() -> list[str]:
-    """The embedded models that have a shipped cramming bundle."""
+    """The embedded transformers that have a shipped cramming bundle (the Mamba twin, which
+    differs in architecture rather than in d or |V|, has notebook 09)."""
     from accesslib.models import embedded
 
-    return [n for n in embedded.names() if n in bundles.available("cram")]
+    return [n for n in embedded.names() if n in bundles.available("cram")
+            and bundles.load("cram", n)["facts"].get("family") != "mamba"]
 
 
 class SlopeApp(App):
@@ -34,10 +36,14 @@ class SlopeApp(App):
         super().__init__(canvas=canvas)
         self.bound = W.Dropdown(options=["ball", "box", "ellipsoid", "cone", "cells"], value="ball",
                                 description="predicted C", style=_DESC)
-        self.dtype = W.ToggleButtons(options=[("paper (fp16)", "paper"), ("bfloat16", "bfloat16"),
-                                              ("float32", "float32")], value="paper",
-                                     description="ε from", style={**_DESC, "button_width": "90px"})
-        self.controls.children = [W.HBox([self.bound]), self.dtype]
+        # fp16 is [A]'s choice (ε = r·2^-11): one button, named as in notebook 01
+        self.dtype = W.ToggleButtons(options=[("fp16 = [A]", "paper"), ("bf16", "bfloat16"), ("fp32", "float32")],
+                                     value="paper", style={"button_width": "84px"},
+                                     tooltips=["ε = r·2⁻¹¹, half-precision rounding: [A]'s choice",
+                                               "ε = r·2⁻⁸, bfloat16 rounding", "ε = r·2⁻²⁴, float32 rounding"])
+        # the label outside the buttons: a ToggleButtons description sits above them
+        self.controls.children = [W.HBox([self.bound, W.Label("ε from", layout=W.Layout(margin="0 6px 0 16px")),
+                                          self.dtype], layout=W.Layout(flex_flow="row wrap", align_items="center"))]
         axes = [self.fig.add_subplot(1, 3, i) for i in (1, 2, 3)]
         self.fig.subplots_adjust(left=0.08, right=0.98, bottom=0.17, top=0.88, wspace=0.4)
         self.axes = axes
@@ -79,16 +85,18 @@ class SlopeApp(App):
         slope_plots.update_ratio(self._ratio, x, [r["ratio"] for r in rows],
                                  [r["model"].replace("tiny-", "") for r in rows], mean)
         spread = (max(good) / min(good)) if good else float("nan")
+        td = "<td style='padding:0 8px;line-height:1.3'>"
         self.readout.value = (
-            "<table style='font-size:90%' cellpadding='3'><tr><th>model</th><th>d</th><th>|V|</th>"
+            "<table style='font-size:90%;border-collapse:collapse'><tr><th>model</th><th>d</th><th>|V|</th>"
             "<th>measured a</th><th>R²</th><th>C</th><th>C/a</th></tr>" + "".join(
-                f"<tr><td>{html.escape(str(r['model']))}</td><td>{html.escape(str(r['d']))}</td>"
-                f"<td>{html.escape(str(r['vocab_size']))}</td>"
-                f"<td>{r['slope']:.2f} ± {(r['slope_stderr'] or float('nan')):.2f}</td>"
-                f"<td>{(r['r2'] if r['r2'] is not None else float('nan')):.3f}</td>"
-                f"<td>{(r['C'] or float('nan')):.1f}</td><td>{(r['ratio'] or float('nan')):.1f}</td></tr>"
+                f"<tr>{td}{html.escape(str(r['model']))}</td>{td}{html.escape(str(r['d']))}</td>"
+                f"{td}{html.escape(str(r['vocab_size']))}</td>"
+                f"{td}{r['slope']:.2f} ± {(r['slope_stderr'] or float('nan')):.2f}</td>"
+                f"{td}{(r['r2'] if r['r2'] is not None else float('nan')):.3f}</td>"
+                f"{td}{(r['C'] or float('nan')):.1f}</td>{td}{(r['ratio'] or float('nan')):.1f}</td></tr>"
                 for r in rows) + "</table>"
-            + f"<p>C/a ranges over a factor {spread:.2f} across the family (mean {mean:.1f}).</p>")
+            + f"<div style='margin-top:4px'>C/a ranges over a factor {spread:.2f} across the family "
+              f"(mean {mean:.1f}).</div>")
         self.values = dict(rows=rows, ratio_mean=mean, ratio_spread=spread)
         self.redraw()
 

@@ -1,4 +1,5 @@
-"""Matplotlib drawing for the accesslib apps (matplotlib only: no widgets, no torch).
+"""Matplotlib drawing of the bounds: notebook 01's three panels and notebook 03's predicted lines
+against measured n50 (matplotlib only: no widgets, no torch).
 
 Every figure element comes as a pair:
 
@@ -17,8 +18,19 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from matplotlib.transforms import blended_transform_factory
 
-from accesslib.plots.style import COLORS, STYLE, dataset_color, fmt_power10, sticky_limit
+from accesslib.plots.style import (
+    BOUND_STYLES,
+    COLORS,
+    STYLE,
+    bound_color,
+    dataset_color,
+    fmt_power10,
+    set_errorbar,
+    spread_positions,
+    sticky_limit,
+)
 from accesslib.theory import bounds
 
 #: log10 of the number of atoms in the observable universe, a yardstick for panel (a)
@@ -31,11 +43,12 @@ LOG10_ATOMS = 80.0
 
 def plot_accessible_count(ax, log10_count, *, label="bound on accessible sequences"):
     """Horizontal bar of log10 N, N = (1+2r/eps)^(d*m) ([A] Theorem 4.5), with 10^80 for scale."""
-    bar = ax.barh([0], [max(log10_count, 0.0)], height=0.55, color=COLORS["predicted"],
+    bar = ax.barh([-0.08], [max(log10_count, 0.0)], height=0.5, color=COLORS["predicted"],
                   label=label)[0]
     atoms = ax.axvline(LOG10_ATOMS, **STYLE["refline"])
-    atoms_txt = ax.text(LOG10_ATOMS, 0.42, "  atoms in the universe ≈ $10^{80}$", fontsize=8,
-                        color=COLORS["reference"], va="center", ha="left", clip_on=True)
+    # above the bar, inside the (short) axes
+    atoms_txt = ax.text(LOG10_ATOMS, 0.2, "  atoms in the universe ≈ $10^{80}$", fontsize=8,
+                        color=COLORS["reference"], va="bottom", ha="left", clip_on=True)
     value_txt = ax.text(1.0, 1.04, "", transform=ax.transAxes, ha="right", va="bottom",
                         fontsize=12, fontweight="bold", color=COLORS["predicted"])
     ax.set_yticks([])
@@ -224,3 +237,138 @@ def update_threshold_vs_m(artists, C, m_current, *, m_max=None, text=""):
             fit.set_data([0.0, m_max], [0.0, a * m_max])
     artists["txt"].set_text(text)
     return artists
+
+
+# ---------------------------------------------------------------------------------------------
+# notebook 03: one model's bounds n* = C·m against its own measured n50; [A]'s models apart
+# ---------------------------------------------------------------------------------------------
+
+#: the lines of notebook 03 run from m = 0 (m = 0.5 on a log axis) to m_max; their labels sit
+#: to the right of m_max, inside the axes, so the x axis reaches m_max * LABEL_ROOM
+LABEL_ROOM = 1.5
+
+
+def plot_model_bounds(ax, *, m_max=5, title=""):
+    """One model's panel: the bound lines n* = C·m (one per bound, added by
+    :func:`update_model_bounds`, each labelled where it ends) and the measured n50 by m (markers
+    with error bars) with its fitted line n50 = a·m + b."""
+    measured = ax.errorbar([], [], yerr=[], color=COLORS["measured"], zorder=5,
+                           label="measured n50 ± s.e.", **STYLE["marker"])
+    (fit,) = ax.plot([], [], color=COLORS["measured"], label="fit n50 = a·m + b", **STYLE["fit"])
+    ax.set_xlabel("m (prompt vectors)", fontsize=STYLE["font"])
+    ax.set_ylabel("output length n (tokens)", fontsize=STYLE["font"])
+    ax.set_title(title, loc="left", fontsize=STYLE["font"])
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", fontsize=8, frameon=True)
+    return dict(ax=ax, m_max=m_max, bounds={}, labels={}, measured=measured, fit=fit)
+
+
+def update_model_bounds(art, slopes, m, n50, stderr, *, fit=None, log=False, title=None):
+    """Move one model's panel: ``slopes`` {bound name: C or None} as lines n* = C·m, the measured
+    ``n50`` ± ``stderr`` at ``m``, ``fit`` = (a, b) as the line a·m + b (None: no line); linear
+    axes unless ``log``. Every line gets its name and slope at its right end."""
+    ax, m_max = art["ax"], art["m_max"]
+    x0 = 0.5 if log else 0.0
+    for name, C in slopes.items():
+        if name not in art["bounds"]:
+            (art["bounds"][name],) = ax.plot([], [], color=bound_color(name), ls=BOUND_STYLES.get(name, "-"),
+                                             lw=2.2 if name == "ball" else 1.6, zorder=3)
+        ok = C is not None and math.isfinite(C)
+        xs = np.array([x0, m_max], dtype=float)
+        art["bounds"][name].set_data((xs, C * xs) if ok else ([], []))
+    m, n50 = np.asarray(m, float), np.asarray(n50, float)
+    set_errorbar(art["measured"], m, n50, np.nan_to_num(np.asarray(stderr, float), nan=0.0))
+    xs = np.linspace(x0, m_max, 20)
+    art["fit"].set_data((xs, np.maximum(fit[0] * xs + fit[1], 1e-3)) if fit else ([], []))
+    ys = [C * m_max for C in slopes.values() if C] + list(n50) + ([fit[0] * m_max + fit[1]] if fit else [])
+    _set_n_axes(ax, ys, m_max, log)
+    if title is not None:
+        ax.set_title(title, loc="left", fontsize=STYLE["font"])
+    items = [(name, C * m_max, f"{name}  C = {C:,.1f}", bound_color(name))
+             for name, C in slopes.items() if C is not None and math.isfinite(C)]
+    if fit:
+        items.append(("fit", fit[0] * m_max + fit[1], f"measured  a = {fit[0]:.2f}", COLORS["measured"]))
+    label_line_ends(art, items)
+    return art
+
+
+def plot_published_models(ax, models, *, m_max=5):
+    """[A]'s published n50 by m (markers: colour = dataset, shape = model) under each model's own
+    ball bound (lines, set by :func:`update_published_models`). ``models``: {label: {dataset:
+    (m list, n50 list)}}, in drawing order."""
+    art = dict(ax=ax, m_max=m_max, bounds={}, labels={}, points={})
+    for k, (label, series) in enumerate(models.items()):
+        (art["bounds"][label],) = ax.plot([], [], color=COLORS["predicted"], ls=("-", "--", "-.", ":")[k % 4],
+                                          lw=1.8, zorder=3)
+        for ds, (ms, n50) in series.items():
+            (art["points"][(label, ds)],) = ax.plot(ms, n50, ls="none", marker="os^D"[k % 4], ms=6,
+                                                    color=dataset_color(ds), mec="white", mew=0.6,
+                                                    label=f"{label} {ds}", zorder=4)
+    ax.set_xlabel("m (prompt vectors)", fontsize=STYLE["font"])
+    ax.set_ylabel("output length n (tokens)", fontsize=STYLE["font"])
+    ax.set_title("[A]'s models, each under its own ball bound", loc="left", fontsize=STYLE["font"])
+    ax.grid(alpha=0.3)
+    _published_legend(ax, log=False)
+    return art
+
+
+def _published_legend(ax, *, log):
+    # linear: the upper left is empty (lines rise to the right); log: the lower right is
+    ax.legend(loc="lower right" if log else "upper left", fontsize=7.5, frameon=True,
+              title="published n50 [A]", title_fontsize=7.5)
+
+
+def update_published_models(art, slopes, *, log=False):
+    """Move the bound lines of :func:`plot_published_models` to ``slopes`` {label: C}, each
+    labelled where it ends; linear axes unless ``log``."""
+    ax, m_max = art["ax"], art["m_max"]
+    x0 = 0.5 if log else 0.0
+    xs = np.array([x0, m_max], dtype=float)
+    for label, C in slopes.items():
+        art["bounds"][label].set_data(xs, C * xs)
+    ys = [C * m_max for C in slopes.values()]
+    for pts in art["points"].values():
+        ys += list(pts.get_ydata())
+    _set_n_axes(ax, ys, m_max, log)
+    _published_legend(ax, log=log)
+    label_line_ends(art, [(label, C * m_max, f"{label}\nC = {C:,.0f}", COLORS["predicted"])
+                          for label, C in slopes.items()])
+    return art
+
+
+def _set_n_axes(ax, ys, m_max, log):
+    """Axes of a length-against-m panel: x from 0 (0.4 on log y) with room for the end labels,
+    y from 0 to above every value (log: a factor 1.6 either side)."""
+    ys = np.asarray([y for y in ys if y is not None and np.isfinite(y) and y > 0], float)
+    top = float(ys.max()) if ys.size else 1.0
+    ax.set_yscale("log" if log else "linear")
+    if log:
+        ax.set_ylim(max(0.3, float(ys.min()) / 1.6) if ys.size else 0.3, top * 1.6)
+        ax.set_xlim(0.4, m_max * LABEL_ROOM)
+        ax.set_xticks(range(1, m_max + 1))
+    else:
+        ax.set_ylim(0, top * 1.08)
+        ax.set_xlim(0, m_max * LABEL_ROOM)
+        ax.set_xticks(range(0, m_max + 1))
+
+
+def label_line_ends(art, items, *, gap=0.065):
+    """Label lines where they end (x = art["m_max"]): ``items`` [(key, y, text, colour)] in data
+    units; labels are spread apart vertically (at least ``gap`` of the axes height) and keep
+    the lines' order. Replaces the panel's earlier end labels."""
+    ax = art["ax"]
+    for t in art["labels"].values():
+        t.remove()
+    art["labels"] = {}
+    if not items:
+        return art
+    to_axes = ax.transAxes.inverted()
+    fy = [to_axes.transform(ax.transData.transform((art["m_max"], y)))[1] for _, y, _, _ in items]
+    lines = [text.count("\n") + 1 for _, _, text, _ in items]
+    pos = spread_positions(fy, gap * max(lines), low=0.03 + 0.035 * (max(lines) - 1),
+                           high=0.97 - 0.035 * (max(lines) - 1))
+    where = blended_transform_factory(ax.transData, ax.transAxes)
+    for (key, _, text, color), y in zip(items, pos):
+        art["labels"][key] = ax.text(art["m_max"] * 1.03, y, text, transform=where, color=color, fontsize=8,
+                                     ha="left", va="center", clip_on=False)
+    return art

@@ -66,7 +66,10 @@ def update_ratio(art, x, ratio, names, mean):
     ax = art["ax"]
     for t in art["labels"]:
         t.remove()
-    art["labels"] = [ax.annotate(name, (xi, yi), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    # names of points in the right quarter go to their left: nothing is cut at the panel's edge
+    right = 0.75 * max(x) if len(x) else 0.0
+    art["labels"] = [ax.annotate(name, (xi, yi), fontsize=7, xytext=(-3, 3) if xi > right else (3, 3),
+                                 ha="right" if xi > right else "left", textcoords="offset points")
                      for name, xi, yi in zip(names, x, y) if math.isfinite(yi)]
     good = [v for v in y if math.isfinite(v)]
     if good:

@@ -43,6 +43,11 @@ M_COLORS = ["#6a3d9a", "#e07b00", "#2a9d48", "#c0392b", "#1f77b4", "#8c564b", "#
 #: one line style per refined bound (predicted lines)
 BOUND_STYLES = {"ball": "-", "box": "--", "ellipsoid": "-.", "cone": ":", "cells": (0, (5, 1, 1, 1))}
 
+#: one colour per refined bound: shades of the predicted blue, told apart further by their line
+#: style and the label at each line's end (notebook 03)
+BOUND_COLORS = {"ball": "#1f4e9c", "box": "#2b8cbe", "ellipsoid": "#0c7c7a", "cone": "#5e6fa8",
+                "cells": "#08306b"}
+
 #: one colour per token of the 2-D toy decoder (cells, rows)
 TOKEN_COLORS = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#edc948", "#76b7b2",
                 "#ff9da7", "#9c755f", "#bab0ac"]
@@ -127,6 +132,33 @@ def animated(artists):
     leg = artists["ax"].get_legend()
     if artists.get("legend_dynamic") and leg is not None:
         out.append(leg)
+    return out
+
+
+def bound_color(name) -> str:
+    """Colour of a refined bound's line (ball, box, ellipsoid, cone, cells; others: predicted)."""
+    return BOUND_COLORS.get(str(name), COLORS["predicted"])
+
+
+def spread_positions(ys, gap, *, low=0.0, high=1.0):
+    """Positions near ``ys`` (same order) at least ``gap`` apart, inside [low, high] when they fit.
+
+    For labels placed at the ends of lines (axes fractions): the order of the lines is kept,
+    a label moves only as far as its neighbours push it. NaN stays NaN.
+    """
+    ys = np.asarray(ys, dtype=float)
+    out = ys.copy()
+    idx = [i for i in np.argsort(ys) if np.isfinite(ys[i])]
+    if not idx:
+        return out
+    pos = [max(float(ys[i]), low) for i in idx]
+    for k in range(1, len(pos)):                    # push up from the bottom
+        pos[k] = max(pos[k], pos[k - 1] + gap)
+    pos[-1] = min(pos[-1], high)
+    for k in range(len(pos) - 2, -1, -1):           # then down from the top
+        pos[k] = min(pos[k], pos[k + 1] - gap)
+    for i, p in zip(idx, pos):
+        out[i] = p
     return out
 
 

@@ -94,7 +94,7 @@ def test_dtype_presets_set_eps_and_follow_r(app):
 
 @pytest.mark.parametrize("row", [r for r in reference.models() if r["r_inf"]], ids=lambda r: r["name"])
 def test_model_preset_sets_d_vocab_r_eps(app, row):
-    app.set(preset="(none)", d=5, r=1.0, dtype="custom", eps=0.5)
+    app.set(preset="custom", d=5, r=1.0, dtype="custom", eps=0.5)
     assert app.values["d"] == 5
     app.preset.value = row["name"]
     assert app.last_error is None
@@ -111,7 +111,7 @@ def test_model_preset_sets_d_vocab_r_eps(app, row):
 
 
 def test_preset_without_r_inf_keeps_r_and_says_so(app):
-    app.set(preset="(none)", r=7.5)
+    app.set(preset="custom", r=7.5)
     app.preset.value = "google/gemma-3-1b-pt"
     assert (app.d.value, app.r.value) == (1152, 7.5)
     assert "r_inf not published" in app.status.value

@@ -2,6 +2,7 @@
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -25,7 +26,7 @@ def test_predicted_app_moves_line_with_eps(fast_bundle, tmp_path, monkeypatch):
     app.eps_rel.value = 2.0**-8
     C1 = app.values["slopes"]["ball"]
     assert C1 == pytest.approx(C0 * math.log(513) / math.log(4097), rel=1e-6)
-    assert not (app.art["bounds"]["ball"].get_ydata() == y0).all()
+    assert not np.allclose(app.art["bounds"]["ball"].get_ydata(), y0)
     # measured markers are the bundle's n50
     n50 = [c["n50"] for c in fast_bundle["curves"] if c["n50"] is not None]
     assert list(app.art["measured"].lines[0].get_ydata()) == pytest.approx(n50)
@@ -76,3 +77,95 @@ def test_every_shipped_bundle_draws_in_the_apps(name):
     assert not g.shipped_btn.disabled
     g.shipped_btn.click()
     assert g.last_error is None and g.view["slopes"] == geo["slopes"]
+
+
+def test_sweep_stop_returns_the_page_to_idle(tmp_path, monkeypatch):
+    """Item 6: Stop during a sweep ends it after the running job: Launch enabled, Stop disabled,
+    the status "stopped", never "running", and the jobs after the stop not run."""
+    from accesslib.apps.nb03_predicted import SweepApp, default_sweep
+
+    monkeypatch.setenv("ACCESSLIB_HOME", str(tmp_path / "home"))
+    spec = dict(default_sweep(fast=True), store=str(tmp_path / "s.sqlite"), source="tokens")
+    app = SweepApp(spec=spec, scheduler="inprocess", canvas="agg")
+    update = app.update
+
+    def update_then_stop():   # Stop pressed as the first job's curve is drawn
+        update()
+        if app.run is not None and app.run.done >= 1:
+            app.stop()
+
+    app.update = update_then_stop
+    app.run_button.click()
+    assert app.wait(timeout=300)
+    assert app.runner.outcome == "stopped" and app.last_error is None, app.last_error
+    assert not app.run_button.disabled and app.stop_button.disabled
+    assert app.status.value.count("stopped: 1/4 jobs") == 1 and "running" not in app.status.value
+    assert app.progress.value == 1 and not app.closing
+
+
+class _HangingRun:
+    """A sweep whose cluster does not close: ``running`` until ``release`` is set."""
+
+    def __init__(self):
+        import threading
+
+        self.release, self.stopped = threading.Event(), threading.Event()
+        self.dashboard_link, self.done, self.total = None, 3, 14
+
+    @property
+    def running(self):
+        return not self.release.is_set()
+
+    @property
+    def progress(self):
+        return self.done, self.total
+
+    def stop(self):
+        self.stopped.set()
+
+    def wait(self, timeout=None):
+        self.release.wait(timeout)
+
+    def curves(self):
+        return {}
+
+
+def test_sweep_stop_does_not_wait_for_a_slow_cluster(tmp_path, monkeypatch):
+    """After Stop the page turns idle within STOP_GRACE_S even when the sweep's cluster has not
+    closed; a job update that lands after Stop does not bring back "running"."""
+    import accesslib.experiments.sweep as sweep
+    from accesslib.apps.nb03_predicted import SweepApp, default_sweep
+
+    monkeypatch.setenv("ACCESSLIB_HOME", str(tmp_path / "home"))
+    fake = _HangingRun()
+    monkeypatch.setattr(sweep, "start_sweep", lambda spec, **kw: fake)
+    app = SweepApp(spec=dict(default_sweep(fast=True), store=str(tmp_path / "s.sqlite")),
+                   scheduler="inprocess", canvas="agg")
+    app.STOP_GRACE_S = 0.2
+    app.run_button.click()
+    while app.run is not fake:
+        fake.release.wait(0.01)
+    app.update()
+    assert "running: 3/14 jobs" in app.status.value and app.run_button.disabled
+    assert app.stop()
+    assert fake.stopped.is_set() and "stopping" in app.status.value
+    app.update()                                     # a job that ends after Stop
+    assert "stopping" in app.status.value and "running:" not in app.status.value
+    assert app.wait(timeout=60)
+    assert fake.running                              # the sweep itself has not ended
+    assert app.closing and app.runner.outcome == "stopped"
+    assert not app.run_button.disabled and app.stop_button.disabled
+    assert "stopped: 3/14 jobs" in app.status.value and "still closing" in app.status.value
+    app.update()
+    assert "running:" not in app.status.value
+    fake.release.set()
+
+
+def test_spread_positions_keeps_order_and_gap():
+    """The end labels of notebook 03: moved apart as little as needed, order kept, inside [0, 1]."""
+    from accesslib.plots.style import spread_positions
+
+    out = spread_positions([0.95, 0.5, 0.97, float("nan"), 0.2], 0.1, low=0.0, high=1.0)
+    assert np.isnan(out[3]) and out[4] == 0.2 and out[1] == 0.5       # far from the others: unmoved
+    assert out[2] == 1.0 and out[0] == pytest.approx(0.9)             # pushed down from the top, order kept
+    assert list(spread_positions([0.5, 0.52], 0.1, high=0.9)) == pytest.approx([0.5, 0.6])

@@ -1,0 +1,341 @@
+"""Every "Things to try" answer of notebooks 01, 03, 04 and 08 that states a number or a behaviour,
+checked by driving the app as the exercise says (issue 15, item 1).
+
+Each test names its exercise; the numbers asserted are the ones the answer prints, computed here
+by the app from the shipped bundles and the published table.
+"""
+import math
+
+import matplotlib
+import numpy as np
+import pytest
+
+matplotlib.use("Agg")
+
+from accesslib.apps.nb01_bounds import BoundsApp  # noqa: E402
+from accesslib.theory import bounds  # noqa: E402
+
+PYTHIA = "EleutherAI/pythia-160m"
+
+
+# ---------------------------------------------------------------------------------------------
+# 01 · the counting bound
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def app01():
+    return BoundsApp(canvas="agg")
+
+
+def _published_shown(app):
+    return bool(app.art_c["points"]) and "C / a(PG19)" in app.ratio_text
+
+
+def test_01_q1_dtype_changes_C_and_puts_the_comparison_away(app01):
+    app01.set(preset=PYTHIA, m=1)
+    C16 = app01.values["C"]
+    app01.dtype.value = "bfloat16"
+    assert round(app01.values["C"] / C16, 2) == 0.75                 # "≈ 0.75 ..., 25% lower"
+    assert app01.preset.value == "custom" and not _published_shown(app01)
+    app01.dtype.value = "float32"
+    assert round(app01.values["C"] / C16, 1) == 2.1                  # "about 2.1 times higher"
+    assert app01.preset.value == "custom" and not _published_shown(app01)
+    app01.dtype.value = "paper"                                      # "shown again only at fp16"
+    assert app01.preset.value == PYTHIA and _published_shown(app01)
+    assert app01.values["C"] == pytest.approx(C16)
+
+
+def test_01_q2_r_does_not_move_C_with_a_dtype(app01):
+    app01.set(preset=PYTHIA, m=1)
+    C, ns = app01.values["C"], app01.values["n_star"]
+    xb, yb = (a.copy() for a in app01.art_b["line"].get_data())
+    app01.r.value = 60.0
+    assert app01.values["C"] == pytest.approx(C) and app01.values["n_star"] == pytest.approx(ns)
+    assert np.allclose(app01.art_b["line"].get_xdata(), xb) and np.allclose(app01.art_b["line"].get_ydata(), yb)
+    assert app01.preset.value == "custom" and not app01.art_c["points"]   # "the published dots leave (c)"
+    app01.r.value = 22.45                                            # "until r is back at r∞"
+    assert app01.preset.value == PYTHIA and app01.art_c["points"]
+    app01.dtype.value = "custom"                                     # "choose custom ε and move r"
+    c0 = app01.values["C"]
+    app01.r.value = 60.0
+    assert app01.values["C"] > c0 * 1.05
+
+
+def test_01_q3_doubling_d_or_m_doubles_n_star(app01):
+    app01.set(preset=PYTHIA, m=1)
+    n0 = app01.values["n_star"]
+    app01.d.value = 2 * 768
+    assert app01.values["n_star"] == pytest.approx(2 * n0)
+    app01.set(preset=PYTHIA, m=2)
+    assert app01.values["n_star"] == pytest.approx(2 * n0)
+
+
+def test_01_q4_gemma_against_pythia(app01):
+    app01.set(preset=PYTHIA, m=1)
+    assert round(app01.values["C"]) == 590
+    app01.preset.value = "google/gemma-3-270m"
+    assert (app01.values["d"], app01.values["vocab_size"]) == (640, 262144)
+    assert round(app01.values["C"]) == 427                           # "≈ 427, against 590"
+
+
+def test_01_q5_llama_ratios(app01):
+    app01.set(preset="meta-llama/Llama-3.2-1B", m=1)
+    C = app01.values["C"]
+    assert round(C) == 1448                                          # "C ≈ 1448 tokens per vector"
+    ratios = dict(zip(("PG19", "Random"), (C / 137.77, C / 71.30)))
+    assert 10 <= ratios["PG19"] < 11 and round(ratios["Random"]) == 20   # "about 10 and 20"
+    assert f"C / a(PG19) = {ratios['PG19']:.1f}×" in app01.ratio_text
+    assert f"C / a(Random) = {ratios['Random']:.1f}×" in app01.ratio_text
+
+
+def test_01_q6_ten_tokens_past_the_threshold(app01):
+    app01.set(preset=PYTHIA, m=1)
+    ns = app01.values["n_star"]
+    x, y = app01.art_b["line"].get_data()
+    assert float(np.interp(ns + 10, x, y)) == pytest.approx(-10 * math.log10(50304))
+    assert round(float(np.interp(ns + 10, x, y))) == -47              # "about 10⁻⁴⁷"
+
+
+def test_01_q7_r_zero(app01):
+    app01.set(preset=PYTHIA, m=1)
+    good = dict(app01.values)
+    app01.r.value = 0.0
+    assert "r must be > 0" in app01.last_error and "custom ε" in app01.last_error
+    assert app01.values == good                                      # "keeps the last valid figure"
+    app01.dtype.value = "custom"
+    assert app01.last_error is None
+    assert app01.values["log10_accessible"] == 0.0 and app01.values["n_star"] == 0.0   # N = 1, n* = 0
+
+
+def test_01_custom_settings_never_use_a_preset_slope(app01):
+    """Item 2: d, |V|, r or ε away from the preset -> "custom", no C/a, no published points."""
+    for move in (dict(d=1536), dict(vocab_size=32000), dict(r=30.0), dict(dtype="custom", eps=0.01)):
+        app01.set(preset=PYTHIA, m=1)
+        assert _published_shown(app01)
+        app01.set(**move)
+        assert app01.preset.value == "custom", move
+        assert not _published_shown(app01) and "C / a" not in app01.readout.value, move
+        assert "no published" in app01.readout.value and "moved away from pythia-160m" in app01.status.value
+    # choosing "custom" by hand keeps the menu on custom even on a preset's values
+    app01.set(preset=PYTHIA)
+    app01.preset.value = "custom"
+    app01.m.value = 3
+    assert app01.preset.value == "custom" and not _published_shown(app01)
+
+
+@pytest.mark.parametrize("typed", [50304, 128256, 262144, 257])
+def test_01_vocab_lands_exactly_on_a_typed_value(app01, typed):
+    """Item 2: the |V| box holds the typed integer; the log slider's snapped echo changes nothing."""
+    app01.set(preset="custom", dtype="paper")
+    app01.vocab_box.value = typed
+    assert app01.values["vocab_size"] == typed and f"|V| = {typed:,}" in app01.status.value
+    s = app01.vocab
+    snapped = 10 ** (s.min + round((math.log10(typed) - s.min) / s.step) * s.step)   # the browser's grid
+    assert round(snapped) != typed or typed == 257
+    s.value = snapped
+    assert app01.values["vocab_size"] == typed and app01.vocab_box.value == typed
+
+
+def test_01_fp16_is_the_papers_choice_one_button(app01):
+    """Item 2: no separate "float16" and "paper (fp16)": one button, and fp16 names map to it."""
+    labels = [label for label, _ in app01.dtype.options]
+    values = [v for _, v in app01.dtype.options]
+    assert "float16" not in values and bounds.PAPER_DTYPE in values
+    assert any("fp16" in lab and "[A]" in lab for lab in labels)
+    assert max(len(lab) for lab in labels) <= 10                     # nothing cut at 84 px per button
+    app01.set(preset=PYTHIA, dtype="float16")
+    assert app01.dtype.value == bounds.PAPER_DTYPE and app01.preset.value == PYTHIA
+
+
+# ---------------------------------------------------------------------------------------------
+# 03 · predicted vs measured
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def app03():
+    pytest.importorskip("torch")
+    from accesslib.apps.nb03_predicted import PredictedApp
+
+    return PredictedApp(canvas="agg")
+
+
+def test_03_q1_default_ratio(app03):
+    v = app03.values
+    assert app03.bundle["model"] == "tiny-d32-v257"
+    a, C = v["measured_slope"], v["slopes"]["ball"]
+    assert round(C, 1) == 48.0 and round(a, 1) == 2.2 and round(C / a) == 22   # "about 22×"
+    assert C / a > 13.5                                              # looser than [A]'s 5.5-13.5
+    assert round(v["fit"]["r2"], 2) == 0.99
+    assert f"{C / a:.1f}×" in app03.readout.value
+
+
+def test_03_q2_precision_moves_every_bound_not_the_points(app03):
+    y_meas = app03.art["measured"].lines[0].get_ydata().copy()
+    before = {k: line.get_ydata().copy() for k, line in app03.art["bounds"].items()}
+    pub_before = {k: line.get_ydata().copy() for k, line in app03.art_pub["bounds"].items()}
+    for rel in (2.0**-8, 2.0**-24):
+        app03.eps_rel.value = rel
+        assert all(not np.allclose(app03.art["bounds"][k].get_ydata(), y) for k, y in before.items())
+        assert all(not np.allclose(app03.art_pub["bounds"][k].get_ydata(), y) for k, y in pub_before.items())
+        assert np.array_equal(app03.art["measured"].lines[0].get_ydata(), y_meas)
+    app03.eps_rel.value = 2.0**-11
+
+
+def test_03_q3_r_moves_only_box_and_ellipsoid(app03):
+    r0 = app03.r.value
+    s0 = dict(app03.values["slopes"])
+    app03.r.value = 2 * r0
+    s1 = app03.values["slopes"]
+    for k in ("ball", "cone", "cells"):
+        assert s1[k] == pytest.approx(s0[k], rel=1e-12), k
+    for k in ("box", "ellipsoid"):
+        assert s1[k] < s0[k] * 0.97, k                               # "a lower line"
+    app03.r.value = r0
+
+
+def test_03_q4_tiny_model_and_pythia_each_below_its_own_bound(app03):
+    from accesslib.results import reference
+
+    pythia = reference.model(PYTHIA)
+    pts = dict(zip(*[next(p for p in reference.n50_points() if p["model"] == PYTHIA and p["dataset"] == "PG19")[k]
+                     for k in ("m", "n50")]))
+    assert round(pythia["slope_pg19"]) == 90 and pts[5] == 450       # "about 90 ... n50 ≈ 450 at m = 5"
+    C_pythia = app03.values["published_slopes"]["pythia-160m"]
+    assert round(C_pythia) == 590 and round(app03.values["slopes"]["ball"]) == 48
+    a = app03.values["measured_slope"]
+    assert round(a) == 2
+    assert C_pythia / pythia["slope_pg19"] > 5 and app03.values["slopes"]["ball"] / a > 5
+
+
+def test_03_q5_smollm2_carries_its_caveats():
+    pytest.importorskip("torch")
+    from accesslib.apps.nb03_predicted import PredictedApp
+
+    app = PredictedApp(canvas="agg", model="smollm2-135m")
+    v = app.values
+    assert round(v["slopes"]["ball"] / v["measured_slope"]) == 62    # "about 62×"
+    cav = v["caveats"]
+    assert cav["source"] == "tokens" and cav["max_steps"] == 300
+    assert (cav["strings_min"], cav["strings_max"]) == (6, 6) and cav["slowest"] == 289
+    assert cav["budget_limited"]
+    text = app.readout.value
+    for words in ("random token ids", "at most 300 optimisation steps", "6 strings per length",
+                  "limited by the step budget", "289 of its 300", "5-20×"):
+        assert words in text, words
+    # the caveat is the bundle's, not a blanket one: the default tiny model is not budget-limited
+    app.model.value = "tiny-d32-v257"
+    assert not app.values["caveats"]["budget_limited"] and "step budget" not in app.readout.value
+    assert "natural-text targets" in app.readout.value and "4-96 strings per length" in app.readout.value
+
+
+def test_03_figure_reads_at_a_glance(app03):
+    """Item 3: the model's bounds and points on their own axes, [A]'s models apart, each bound
+    line labelled where it ends (in its colour, labels apart), linear axes by default."""
+    ax, ax_pub = app03.art["ax"], app03.art_pub["ax"]
+    assert ax is not ax_pub and ax.get_yscale() == "linear" and ax_pub.get_yscale() == "linear"
+    # the published points are on the right panel only, under the published models' own bounds
+    assert all(line.axes is ax_pub for line in app03.art_pub["points"].values())
+    assert not any("[A]" in (line.get_label() or "") for line in ax.get_lines())
+    top_pub = max(line.get_ydata()[-1] for line in app03.art_pub["bounds"].values())
+    assert all(max(line.get_ydata()) < top_pub for line in app03.art_pub["points"].values())
+    # one label per line, at its end, in its colour, far enough apart to read
+    labels = app03.art["labels"]
+    assert set(app03.values["slopes"]) <= set(labels)
+    for name, line in app03.art["bounds"].items():
+        t = labels[name]
+        assert t.get_text().startswith(name) and t.get_color() == line.get_color()
+        assert t.get_position()[0] >= line.get_xdata()[-1]
+    ys = sorted(t.get_position()[1] for t in labels.values())
+    assert min(np.diff(ys)) >= 0.06
+    # "log y axis" is a choice; the toggle hides [A]'s panel and widens the model's
+    app03.log_y.value = True
+    assert ax.get_yscale() == "log" and ax_pub.get_yscale() == "log"
+    app03.log_y.value = False
+    w = ax.get_position().width
+    app03.show_published.value = False
+    assert not ax_pub.get_visible() and ax.get_position().width > 1.5 * w
+    app03.show_published.value = True
+    assert ax_pub.get_visible()
+
+
+# ---------------------------------------------------------------------------------------------
+# 04 · what sets the slope
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def app04():
+    pytest.importorskip("torch")
+    from accesslib.apps.nb04_slope import SlopeApp
+
+    return SlopeApp(canvas="agg")
+
+
+def test_04_q1_a_grows_slower_than_d(app04):
+    by_d, _ = app04._groups(app04.values["rows"])
+    assert [r["d"] for r in by_d] == [32, 64, 128]
+    a = [r["slope"] for r in by_d]
+    assert [round(x, 1) for x in a] == [2.2, 4.0, 5.5]
+    assert [round(a[1] / a[0], 1), round(a[2] / a[1], 1)] == [1.8, 1.4]
+    assert [round(r["ratio"]) for r in by_d] == [22, 24, 35]
+
+
+def test_04_q2_box_does_not_make_the_ratio_more_constant(app04):
+    app04.bound.value = "ball"
+    ball = {r["model"]: r["C"] for r in app04.values["rows"]}
+    spread_ball = app04.values["ratio_spread"]
+    app04.bound.value = "box"
+    spread_box = app04.values["ratio_spread"]
+    assert (round(spread_ball, 2), round(spread_box, 2)) == (3.45, 3.47)
+    assert f"factor {spread_box:.2f}" in app04.readout.value
+    for r in app04.values["rows"]:
+        assert 0.05 <= 1 - r["C"] / ball[r["model"]] <= 0.09, r["model"]   # "5-9% below C_ball"
+    app04.bound.value = "ball"
+
+
+def test_04_q3_float32_scales_every_C_alike(app04):
+    app04.bound.value, app04.dtype.value = "ball", "paper"
+    rows16, spread16 = app04.values["rows"], app04.values["ratio_spread"]
+    app04.dtype.value = "float32"
+    factor = math.log1p(2 * 2.0**24) / math.log(4097)
+    assert round(factor, 1) == 2.1
+    for r16, r32 in zip(rows16, app04.values["rows"]):
+        assert r32["C"] == pytest.approx(factor * r16["C"])
+    assert app04.values["ratio_spread"] == pytest.approx(spread16)
+    app04.dtype.value = "paper"
+
+
+# ---------------------------------------------------------------------------------------------
+# 08 · unbounded context
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def app08():
+    from accesslib.apps.nb08_meanfield import MeanFieldApp
+
+    return MeanFieldApp(canvas="agg")
+
+
+def test_08_q1_duplicating_and_permuting_changes_nothing(app08):
+    for k in range(1, 6):
+        for permute in (False, True):
+            app08.k.value, app08.permute.value = k, permute
+            assert app08.max_diff < 1e-13, (k, permute)             # "float round-off (about 1e-15)"
+            assert "the same" in app08.readout.value
+    assert app08.outputs[3] == 5 * app08.outputs[2]                   # 5 times longer
+
+
+def test_08_q2_positions_or_a_mask_break_it(app08):
+    app08.k.value, app08.permute.value = 2, True
+    for switch in (app08.positions, app08.causal):
+        switch.value = True
+        assert app08.max_diff > 1e-3 and "different" in app08.readout.value
+        switch.value = False
+    assert app08.max_diff < 1e-13
+
+
+def test_08_q3_convergence_like_one_over_sqrt_n(app08):
+    c = app08.convergence
+    logn = np.log(np.asarray(c["lengths"], float))
+    for key in ("out_dist", "tv"):
+        slope = np.polyfit(logn, np.log(np.asarray(c[key], float).mean(1)), 1)[0]
+        assert abs(slope + 0.5) < 0.1, (key, slope)                 # "roughly like 1/sqrt(N)"
