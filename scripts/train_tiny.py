@@ -1,11 +1,14 @@
-"""Train one tiny GPT-NeoX (Pythia-architecture) causal LM on the shipped corpus, on CPU.
+"""Train one tiny GPT-NeoX (Pythia-architecture) or Mamba causal LM on the shipped corpus, on CPU.
 
 What it does, in order (all seeded, so one command gives one model):
 1. trains its own byte-level BPE tokenizer with |V| = --vocab entries (256 byte tokens,
    "<|endoftext|>" as id 0, the rest merges) on the *train* split of the King James Bible
    (``accesslib.models.embedded.corpus_split("train")``; the held-out split is never seen);
 2. builds ``GPTNeoXForCausalLM`` from a ``GPTNeoXConfig`` (width --d, --layers, --heads,
-   intermediate 4d, partial rotary as in Pythia, parallel residual, untied embeddings);
+   intermediate 4d, partial rotary as in Pythia, parallel residual, untied embeddings), or with
+   ``--arch mamba`` a ``MambaForCausalLM`` from a ``MambaConfig`` (width --d, --layers mixer
+   blocks, SSM state --state, inner width --expand * d, causal conv of --conv-kernel taps,
+   untied embeddings; transformers' pure-torch path, no custom kernels);
 3. trains it on batches of random windows of --context tokens (chapters joined by
    <|endoftext|>) with AdamW and a linear-warmup + cosine learning-rate schedule;
 4. saves config.json, model.safetensors (fp16), tokenizer.json/tokenizer_config.json and
@@ -15,8 +18,14 @@ What it does, in order (all seeded, so one command gives one model):
 
 Example (the default embedded model):
 
-    python scripts/train_tiny.py --d 32 --vocab 1024 --layers 4 --steps 6000 \\
-        --out accesslib/data/models/tiny-d32-v257
+    python scripts/train_tiny.py --d 32 --vocab 257 --layers 2 --context 64 --batch 32 \\
+        --steps 1500 --lr 6e-3 --warmup 100 --weight-decay 0 --out accesslib/data/models/tiny-d32-v257
+
+and the state-space twin of tiny-d64-v257 (same corpus, tokenizer, context, batch, steps, seed):
+
+    python scripts/train_tiny.py --arch mamba --d 64 --vocab 257 --layers 3 --context 64 \\
+        --batch 32 --steps 1500 --lr 6e-3 --warmup 100 --weight-decay 0 \\
+        --out accesslib/data/models/tiny-mamba-d64-v257
 """
 from __future__ import annotations
 
@@ -36,9 +45,11 @@ if str(ROOT) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT))
 
 from accesslib.config import hardware  # noqa: E402
+from accesslib.experiments.beyond import fast_mamba_scan  # noqa: E402  (no torch at import)
 from accesslib.models import embedded  # noqa: E402  (no torch at import)
 
 EOS = "<|endoftext|>"
+ARCHS = {"gpt_neox": "GPTNeoXForCausalLM", "mamba": "MambaForCausalLM"}
 
 
 # ----------------------------------------------------------------------------- tokenizer
@@ -94,6 +105,30 @@ def make_config(d: int, vocab: int, layers: int, heads: int, context: int, rotar
                          bos_token_id=0, eos_token_id=0, use_cache=True)
 
 
+def make_mamba_config(d: int, vocab: int, layers: int, state: int, expand: int, conv_kernel: int):
+    """``MambaConfig`` of the state-space twin: untied embeddings like the transformers, no
+    biases in the projections (Mamba's default), dt rank ceil(d / 16)."""
+    from transformers import MambaConfig
+
+    return MambaConfig(vocab_size=vocab, hidden_size=d, num_hidden_layers=layers, state_size=state,
+                       expand=expand, conv_kernel=conv_kernel, time_step_rank="auto",
+                       use_bias=False, use_conv_bias=True, residual_in_fp32=True,
+                       layer_norm_epsilon=1e-5, initializer_range=0.02, tie_word_embeddings=False,
+                       bos_token_id=0, eos_token_id=0, pad_token_id=0, use_cache=True,
+                       use_mambapy=False)
+
+
+def build_model(args, vocab: int):
+    """The freshly initialised model of ``args.arch`` (call after seeding torch)."""
+    import transformers
+
+    if args.arch == "mamba":
+        cfg = make_mamba_config(args.d, vocab, args.layers, args.state, args.expand, args.conv_kernel)
+    else:
+        cfg = make_config(args.d, vocab, args.layers, args.heads, args.context, args.rotary_pct)
+    return getattr(transformers, ARCHS[args.arch])(cfg)
+
+
 def lr_at(step: int, total: int, lr: float, warmup: int, floor: float = 0.1) -> float:
     """Linear warmup to ``lr`` over ``warmup`` steps, then cosine decay to ``floor * lr``."""
     if step < warmup:
@@ -128,7 +163,9 @@ def eval_loss(model, windows, batch: int = 32) -> float:
 
 # ----------------------------------------------------------------------------- main
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(description="Train a tiny GPT-NeoX LM on the shipped KJV corpus.")
+    ap = argparse.ArgumentParser(description="Train a tiny GPT-NeoX or Mamba LM on the shipped KJV corpus.")
+    ap.add_argument("--arch", choices=sorted(ARCHS), default="gpt_neox",
+                    help="gpt_neox (Pythia architecture, default) or mamba (state-space model)")
     ap.add_argument("--d", type=int, required=True, help="model width (hidden size)")
     ap.add_argument("--vocab", type=int, default=1024, help="BPE vocabulary size |V| (>= 257)")
     ap.add_argument("--layers", type=int, default=4)
@@ -141,6 +178,9 @@ def parse_args(argv=None):
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--warmup", type=int, default=200)
     ap.add_argument("--weight-decay", type=float, default=0.1)
+    ap.add_argument("--state", type=int, default=16, help="mamba: SSM state size per channel")
+    ap.add_argument("--expand", type=int, default=2, help="mamba: inner width = expand * d")
+    ap.add_argument("--conv-kernel", type=int, default=4, help="mamba: causal convolution taps")
     ap.add_argument("--rotary-pct", type=float, default=0.25, help="fraction of head dims rotated (Pythia: 0.25)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1,
@@ -159,12 +199,13 @@ def parse_args(argv=None):
         ap.error(f"--heads must divide --d={args.d}, got {args.heads}")
     if args.vocab < 257 or args.vocab > 65536:
         ap.error(f"--vocab must be in [257, 65536], got {args.vocab}")
-    for k in ("layers", "context", "batch", "steps", "eval_windows"):
+    for k in ("layers", "context", "batch", "steps", "eval_windows", "state", "expand", "conv_kernel"):
         if getattr(args, k) < 1:
             ap.error(f"--{k.replace('_', '-')} must be >= 1, got {getattr(args, k)}")
     if not 0.0 < args.rotary_pct <= 1.0:
         ap.error(f"--rotary-pct must be in (0, 1], got {args.rotary_pct}")
-    args.name = args.name or f"tiny-d{args.d}-v{args.vocab}"
+    prefix = "tiny-mamba" if args.arch == "mamba" else "tiny"
+    args.name = args.name or f"{prefix}-d{args.d}-v{args.vocab}"
     return args
 
 
@@ -174,7 +215,7 @@ def main(argv=None) -> dict:
     import tokenizers
     import torch
     import transformers
-    from transformers import GPTNeoXForCausalLM
+    from transformers import AutoModelForCausalLM
 
     torch.set_num_threads(args.threads)
     t0 = time.time()
@@ -200,8 +241,10 @@ def main(argv=None) -> dict:
 
     # --- model
     torch.manual_seed(args.seed)
-    cfg = make_config(args.d, V, args.layers, args.heads, args.context, args.rotary_pct)
-    model = GPTNeoXForCausalLM(cfg)
+    if args.arch == "mamba":
+        transformers.logging.set_verbosity_error()   # silence "falling back to PyTorch" notes
+        fast_mamba_scan()
+    model = build_model(args, V)
     n_params = sum(p.numel() for p in model.parameters())
     decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
@@ -241,7 +284,7 @@ def main(argv=None) -> dict:
     args.out.mkdir(parents=True, exist_ok=True)
     model.half().save_pretrained(args.out, safe_serialization=True)
     hf_tokenizer(tok, args.context).save_pretrained(args.out)
-    shipped = GPTNeoXForCausalLM.from_pretrained(args.out, torch_dtype=torch.float32)
+    shipped = AutoModelForCausalLM.from_pretrained(args.out, torch_dtype=torch.float32)
     eg = torch.Generator().manual_seed(1234)
     tr_w = sample_windows(train_ids, args.eval_windows, T, eg)
     he_w = sample_windows(held_ids, args.eval_windows, T, eg)
@@ -250,9 +293,14 @@ def main(argv=None) -> dict:
     tail = running[-min(len(running), 100):]
     record = {
         "name": args.name,
-        "architecture": "GPTNeoXForCausalLM",
-        "d": args.d, "vocab_size": V, "layers": args.layers, "heads": args.heads,
-        "context": args.context, "rotary_pct": args.rotary_pct, "n_params": n_params,
+        "architecture": ARCHS[args.arch],
+        "d": args.d, "vocab_size": V, "layers": args.layers,
+        "heads": args.heads if args.arch == "gpt_neox" else None,
+        "context": args.context,
+        "rotary_pct": args.rotary_pct if args.arch == "gpt_neox" else None,
+        **({"state_size": args.state, "expand": args.expand, "conv_kernel": args.conv_kernel}
+           if args.arch == "mamba" else {}),
+        "n_params": n_params,
         "weights_dtype": "float16",
         "train_loss": round(train_loss, 4),
         "heldout_loss": round(held_loss, 4),

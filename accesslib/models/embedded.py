@@ -10,6 +10,12 @@ lives in ``data/models/<name>/`` with ``config.json``, ``model.safetensors`` (fp
 Names read ``tiny-d{d}-v{|V|}``. :data:`DEFAULT` is the smallest model that still behaves like
 a language model (it attends to its context, so memory vectors can steer it).
 
+Beside the transformers, ``tiny-mamba-d{d}-v{|V|}`` is a state-space model (``MambaForCausalLM``,
+transformers' pure-torch path) trained by the same script with ``--arch mamba`` on the same
+corpus, tokenizer, context, batch, step budget and seed as its transformer twin
+``tiny-d{d}-v{|V|}`` (notebook 09). :func:`family` tells them apart; ``names(family=...)``
+lists one kind only.
+
 This module imports no torch: it only finds files and reads text/json.
 
     >>> from accesslib import embedded
@@ -33,6 +39,9 @@ SPLITS = ("train", "heldout")
 HELDOUT_EVERY = 20
 """Chapter k (0-based, canonical order) is held out when k % HELDOUT_EVERY == HELDOUT_EVERY - 1."""
 
+FAMILIES = ("gpt_neox", "mamba")
+"""The kinds of shipped models (config ``model_type``): transformers and the state-space twin."""
+
 _REQUIRED = ("config.json", "model.safetensors", "tokenizer.json", "training.json")
 
 
@@ -49,18 +58,34 @@ def _is_model_dir(p: Path) -> bool:
     return p.is_dir() and all((p / f).is_file() for f in _REQUIRED)
 
 
-def names() -> list[str]:
-    """Names of the shipped models, ordered by width d, then vocabulary size |V|."""
+def names(family: str | None = None) -> list[str]:
+    """Names of the shipped models, ordered by width d, then vocabulary size |V|; with
+    ``family`` ("gpt_neox" or "mamba", a config's ``model_type``) only the models of that kind."""
     root = models_dir()
     if not root.is_dir():
         return []
     found = [p for p in root.iterdir() if _is_model_dir(p)]
+    if family is not None:
+        check_choice("family", family, FAMILIES)
+        found = [p for p in found if _model_type(p) == family]
 
     def key(p: Path):
         cfg = json.loads((p / "config.json").read_text())
         return (cfg.get("hidden_size", 0), cfg.get("vocab_size", 0), p.name)
 
     return [p.name for p in sorted(found, key=key)]
+
+
+def _model_type(p: Path) -> str:
+    return json.loads((p / "config.json").read_text()).get("model_type", "")
+
+
+def family(name: str) -> str:
+    """Kind of a shipped model: its config's ``model_type`` ("gpt_neox" or "mamba")."""
+    p = resolve(name)
+    if p is None:
+        check_choice("name", name, names())   # raises: name is not a shipped model
+    return _model_type(p)
 
 
 def resolve(name: str) -> Path | None:

@@ -85,7 +85,8 @@ def test_training_record(name):
     for k in REQUIRED_FIELDS:
         assert k in rec, k
     cfg = json.loads((embedded.resolve(name) / "config.json").read_text())
-    assert rec["name"] == name == f"tiny-d{cfg['hidden_size']}-v{cfg['vocab_size']}"
+    prefix = "tiny-mamba" if cfg["model_type"] == "mamba" else "tiny"   # the state-space twin (notebook 09)
+    assert rec["name"] == name == f"{prefix}-d{cfg['hidden_size']}-v{cfg['vocab_size']}"
     assert (rec["d"], rec["vocab_size"], rec["layers"]) == (cfg["hidden_size"], cfg["vocab_size"],
                                                             cfg["num_hidden_layers"])
     assert rec["command"].startswith("python scripts/train_tiny.py ")
@@ -111,11 +112,11 @@ def test_shipped_model_is_a_language_model(name):
     (the model uses its context, which is what lets memory vectors steer it)."""
     import torch
     import torch.nn.functional as F
-    from transformers import AutoTokenizer, GPTNeoXForCausalLM
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch.set_num_threads(1)
     path = embedded.resolve(name)
-    model = GPTNeoXForCausalLM.from_pretrained(path, torch_dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float32).eval()
     tok = AutoTokenizer.from_pretrained(path)
     V = model.config.vocab_size
     assert len(tok) == V and tok.eos_token_id == 0 and tok.bos_token_id == 0
