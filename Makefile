@@ -24,9 +24,12 @@ $(STAMP): pyproject.toml setup.py
 	$(PY) -m pip install -q -e ".[all]"
 	@touch $(STAMP)
 
-# the same server as `accesslib app` (accesslib/cli.py: Voila on 127.0.0.1, no tracebacks)
+# the same server as `accesslib app` (accesslib/cli.py: Voila on 127.0.0.1, no tracebacks, the
+# kernels of closed pages freed after 10 idle minutes); APP_ARGS passes more options, e.g.
+# `make app APP_ARGS="--public --preheat 1"` for a class server (README, "Hosting for a class")
+APP_ARGS ?=
 app: setup
-	$(VENV)/bin/accesslib app --port=$(PORT)
+	$(VENV)/bin/accesslib app --port=$(PORT) $(APP_ARGS)
 
 # Chromium for the browser tests comes from Debian's packages (never `playwright install`).
 chromium:

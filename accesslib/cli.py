@@ -22,10 +22,10 @@ scheduler), writing to the results store; the same command again resumes (docs/s
 reads the results store: one line per curve with its n50, every string as CSV (standard
 library) or Parquet (pandas + pyarrow), or another store's rows copied in.
 
-    accesslib app --port 8866 [--public]
+    accesslib app --port 8866 [--public] [--cull-idle SECONDS] [--preheat N]
 
 serves the notebooks as Voila web apps on 127.0.0.1 (what ``make app`` runs; needs the
-``[apps]`` extra); ``accesslib --version`` prints the installed version.
+``[apps]`` extra), freeing the kernels of closed pages (:func:`voila_command`); ``accesslib --version`` prints the installed version.
 
 Every subcommand is in ``SUBCOMMANDS`` (name -> (add_arguments, run, help)); the modules it runs
 are imported when the subcommand runs, so ``--help`` stays fast. Bad arguments give a one-line
@@ -57,7 +57,7 @@ def _add_cram(p: argparse.ArgumentParser):
     p.add_argument("--m", type=_POSITIVE_INT, nargs="+", default=[1, 2, 3, 4], metavar="M",
                    help="numbers of memory vectors (default 1 2 3 4)")
     p.add_argument("--samples", type=_POSITIVE_INT, default=16, help="strings per length (default 16)")
-    p.add_argument("--source", choices=("natural", "words", "tokens"), default="natural",
+    p.add_argument("--source", choices=("natural", "words", "words100k", "tokens"), default="natural",
                    help="target strings: natural text, random words, uniform random tokens")
     p.add_argument("--lengths", type=_POSITIVE_INT, nargs="+", metavar="N",
                    help="measure exactly these lengths (search=grid); default: adaptive search")
@@ -79,7 +79,13 @@ def _add_cram(p: argparse.ArgumentParser):
     p.add_argument("--store", help="results store file (default: results.sqlite in the user data folder, "
                                    "or in ACCESSLIB_HOME when set)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ...")
-    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    p.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
+                   help="weights' dtype (default: bfloat16 on cuda, float32 on cpu; memory vectors, "
+                        "AdamW state and the loss stay in float32)")
+    p.add_argument("--autocast", default=None, choices=("bfloat16", "float16"),
+                   help="autocast the forward pass to this dtype (over float32 weights)")
+    p.add_argument("--batch-size", type=_POSITIVE_INT, default=None,
+                   help="strings optimised at once (default: 64 on cpu, from free memory on cuda)")
     p.add_argument("--threads", type=_POSITIVE_INT, help="torch CPU threads")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -92,12 +98,12 @@ def _load(name: str, dtype: str, device: str):
         d = int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else 32
         if len(parts) > 3 or (len(parts) > 2 and not parts[2].isdigit()):
             fail("--model", "tiny:FAMILY or tiny:FAMILY:d for a tiny random model", name)
-        return models.tiny_model(family, d=d)
+        return models.tiny_model(family, d=d, dtype=dtype or models.default_dtype(device), device=device)
     return models.load_model(name, dtype=dtype, device=device)
 
 
 def _run_cram(args) -> int:
-    from accesslib.experiments.curves import accessibility_curve
+    from accesslib.experiments.curves import accessibility_curves
     from accesslib.results.store import ResultsStore
     from accesslib.theory.stats import fit_slope
 
@@ -111,7 +117,8 @@ def _run_cram(args) -> int:
     # the store first: a file that cannot hold results is refused before the model loads
     store = ResultsStore(args.store) if args.store else ResultsStore()
     lm = _load(args.model, args.dtype, args.device)
-    overrides = dict(max_steps=args.max_steps, patience=args.patience, lr=args.lr)
+    overrides = dict(max_steps=args.max_steps, patience=args.patience, lr=args.lr,
+                     autocast_dtype=args.autocast)
     if args.bos:
         from accesslib.engine.cramming import default_prefix
         overrides["prefix_ids"] = default_prefix(lm) or None
@@ -126,38 +133,39 @@ def _run_cram(args) -> int:
             bar.update(1)
             bar.set_postfix(m=row["m"], n=row["n"], ok=int(row["success"]))
 
-    fits, ms = [], []
-    print(f"model {lm.facts.name} (d={lm.facts.d}, |V|={lm.facts.vocab_size}), source {args.source}, "
-          f"protocol {args.protocol}, store {store.path}", flush=True)
+    fits, ms = [], list(args.m)
+    print(f"model {lm.facts.name} (d={lm.facts.d}, |V|={lm.facts.vocab_size}, {lm.facts.dtype} on "
+          f"{lm.facts.device}), source {args.source}, protocol {args.protocol}, store {store.path}", flush=True)
     try:
-        for m in args.m:
-            if bar is not None:
-                bar.set_description(f"cram m={m}")
-            start = None  # bisect: start near the n50 that the last m predicts (n50 ~ m)
-            if not args.lengths and args.search in (None, "bisect") and fits and fits[-1].ok:
-                start = max(2, int(fits[-1].n50 * m / ms[-1]))
-            curve = accessibility_curve(lm, m, lengths=args.lengths, start=start, samples=args.samples, source=args.source,
-                                        seed=args.seed, store=store, search=args.search, protocol=args.protocol,
-                                        precision=args.precision, max_length=args.max_length,
-                                        on_string=on_string, **overrides)
-            if bar is not None and curve.strings_from_store:
-                bar.update(curve.strings_from_store)
-            fit = curve.fit()
-            fits.append(fit)
-            ms.append(m)
-            pts = ", ".join(f"{n}:{s}/{t}" for n, s, t in zip(curve.lengths, curve.successes, curve.totals))
-            line = (f"m={m}: n50 = {fit.n50:.1f} +- {fit.stderr:.1f}  (k={fit.k:.3g}, {fit.method})"
-                    if fit.ok else f"m={m}: n50 not found: {fit.message}")
-            (bar.write if bar is not None else print)(
-    f"{line}; {curve.strings_crammed} crammed, {curve.strings_from_store} from store; {pts}")
+        # one engine for every m: their searches share its batch (continuous batching)
+        curves = accessibility_curves(lm, ms, lengths=args.lengths, samples=args.samples, source=args.source,
+                                      seed=args.seed, store=store, search=args.search, protocol=args.protocol,
+                                      precision=args.precision, max_length=args.max_length,
+                                      on_string=on_string, batch_size=args.batch_size, **overrides)
     except KeyboardInterrupt:
         if bar is not None:
             bar.close()
         print(f"interrupted: finished strings are in {store.path}; run the same command again to resume",
               file=sys.stderr)
         return 130
+    for m, curve in zip(ms, curves):
+        if bar is not None and curve.strings_from_store:
+            bar.update(curve.strings_from_store)
+        fit = curve.fit()
+        fits.append(fit)
+        pts = ", ".join(f"{n}:{s}/{t}" for n, s, t in zip(curve.lengths, curve.successes, curve.totals))
+        line = (f"m={m}: n50 = {fit.n50:.1f} +- {fit.stderr:.1f}  (k={fit.k:.3g}, {fit.method})"
+                if fit.ok else f"m={m}: n50 not found: {fit.message}")
+        (bar.write if bar is not None else print)(
+            f"{line}; {curve.strings_crammed} crammed, {curve.strings_from_store} from store; {pts}")
     if bar is not None:
         bar.close()
+    eng = curves[0].engine
+    if eng is not None and eng.steps_run:
+        t = eng.timings
+        print(f"engine: {eng.steps_run} steps, {eng.row_steps} row-steps ({eng.row_steps / eng.steps_run:.1f} "
+              f"strings per step); time in forward {t['forward']:.1f} s, backward {t['backward']:.1f} s, "
+              f"update {t['update']:.1f} s, checks {t['checks']:.1f} s (greedy {t['greedy']:.1f} s)")
     good = [(m, f.n50, f.stderr) for m, f in zip(ms, fits) if f.ok]
     if len({m for m, _, _ in good}) >= 2:
         sf = fit_slope([g[0] for g in good], [g[1] for g in good])
@@ -368,21 +376,69 @@ def notebooks_dir():
     raise OSError(f"no notebooks found in {pkg / 'notebooks'} (nor in a repository checkout around it)")
 
 
+def hosting_dir():
+    """``accesslib/apps/share/``: the Voila settings of ``accesslib app`` (its README says what
+    each file does): ``config/`` (and ``config-public/`` in public mode) for
+    ``JUPYTER_CONFIG_PATH``, the folder itself for ``JUPYTER_PATH`` (the ``accesslib`` template)."""
+    from importlib import resources
+    from pathlib import Path
+
+    return Path(str(resources.files("accesslib"))) / "apps" / "share"
+
+
 def _add_app(p: argparse.ArgumentParser):
     p.add_argument("--port", type=arg_type(check_int, 1, 65535), default=8866,
                    help="port on 127.0.0.1 (default 8866)")
     p.add_argument("--public", action="store_true",
-                   help="public mode for a class (ACCESSLIB_PUBLIC=1): shipped models only, capped runs")
+                   help="public mode for a class (ACCESSLIB_PUBLIC=1): shipped models only, capped runs; "
+                        "idle pages' kernels are freed even while the page is open")
+    p.add_argument("--cull-idle", type=_COUNT, default=None, metavar="SECONDS",
+                   help="free the kernel of a closed page (public mode: of any page) after this many seconds "
+                        "without a message (default 600; 0: never; keep it above a minute: a page being "
+                        "opened has no connection yet)")
+    p.add_argument("--preheat", type=_COUNT, default=0, metavar="N",
+                   help="keep N kernels per notebook started and run in advance, so pages open at once "
+                        "(memory: about 0.1-0.4 GB each; default 0)")
 
 
-def voila_command(port: int = 8866, public: bool = False):
-    """(argv, folder to run it in, environment) of the Voila server that ``accesslib app`` starts."""
+def _path_first(first, rest) -> str:
+    """``first`` before the entries of an os.pathsep list ``rest`` (an environment variable)."""
     import os
 
+    return os.pathsep.join([str(p) for p in first] + ([rest] if rest else []))
+
+
+def voila_command(port: int = 8866, public: bool = False, *, cull_idle: int | None = None, preheat: int = 0):
+    """(argv, folder to run it in, environment) of the Voila server that ``accesslib app`` starts.
+
+    The settings live in :func:`hosting_dir` (reached through ``JUPYTER_CONFIG_PATH`` and
+    ``JUPYTER_PATH``): the ``accesslib`` template (no request leaves the server) and kernel
+    culling; public mode (``public`` or ACCESSLIB_PUBLIC on; a value that is not allowed counts
+    as on) adds ``config-public/``. ``cull_idle`` (seconds; 0: never) overrides the culling
+    timeout, with a check every ``cull_idle // 5`` seconds (1 to 60); ``preheat`` keeps that
+    many kernels per notebook started in advance."""
+    import os
+
+    from accesslib.apps.policy import public_mode
+
     env = dict(os.environ)
+    try:
+        public = public or public_mode()
+    except ValueError:   # refused by _run_app before it gets here; never an open class server
+        public = True
     if public:
         env["ACCESSLIB_PUBLIC"] = "1"
-    argv = [sys.executable, "-m", "voila", *VOILA_FLAGS, f"--port={port}", "."]
+    share = hosting_dir()
+    configs = ([share / "config-public"] if public else []) + [share / "config"]
+    env["JUPYTER_CONFIG_PATH"] = _path_first(configs, env.get("JUPYTER_CONFIG_PATH"))
+    env["JUPYTER_PATH"] = _path_first([share], env.get("JUPYTER_PATH"))
+    extra = []
+    if cull_idle is not None:
+        extra += [f"--MappingKernelManager.cull_idle_timeout={int(cull_idle)}",
+                  f"--MappingKernelManager.cull_interval={min(60, max(1, int(cull_idle) // 5))}"]
+    if preheat:
+        extra += ["--VoilaConfiguration.preheat_kernel=True", f"--VoilaConfiguration.default_pool_size={int(preheat)}"]
+    argv = [sys.executable, "-m", "voila", *VOILA_FLAGS, f"--port={port}", *extra, "."]
     return argv, notebooks_dir(), env
 
 
@@ -393,10 +449,10 @@ def _run_app(args) -> int:
         return 2
     from accesslib.apps.policy import public_mode
 
-    public_mode()   # a bad ACCESSLIB_PUBLIC is refused here, before the server starts
-    argv, folder, env = voila_command(args.port, args.public)
+    public = public_mode() or args.public   # a bad ACCESSLIB_PUBLIC is refused here, before the server starts
+    argv, folder, env = voila_command(args.port, public, cull_idle=args.cull_idle, preheat=args.preheat)
     print(f"\n  accesslib apps: http://127.0.0.1:{args.port}/voila/render/00-index.ipynb"
-          f"{'  (public mode)' if args.public else ''}\n  (Ctrl-C to stop)\n", flush=True)
+          f"{'  (public mode)' if public else ''}\n  (Ctrl-C to stop)\n", flush=True)
     os.chdir(folder)
     if os.name == "posix":  # become the server: Ctrl-C and signals reach Voila itself, as with `make app`
         os.execve(sys.executable, argv, env)

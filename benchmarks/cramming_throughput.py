@@ -149,7 +149,7 @@ def run_curve_workload(name, args):
     ref_wall = 0.0
     for j, i in enumerate(idx):
         solved, tf_ok, steps, wall = reference_cram_one(
-            model, torch.tensor(T[i]), 1, prefix=prefix, lr=proto["lr"], betas=proto["betas"],
+            model, torch.as_tensor(T[i]), 1, prefix=prefix, lr=proto["lr"], betas=proto["betas"],
             weight_decay=proto["weight_decay"], max_steps=proto["max_steps"], patience=proto["patience"],
             seed=0, std=std)
         ref_solved += solved

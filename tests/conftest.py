@@ -64,40 +64,51 @@ def servers():
     return SimpleNamespace(free_port=_free_port, stop=stop_process_group)
 
 
+def start_voila(tmp, *, public=False, cull_idle=None, env=None):
+    """Start the Voila server of ``accesslib app`` (:func:`accesslib.cli.voila_command`: its
+    template, its kernel culling) on a free port of 127.0.0.1, with ACCESSLIB_FAST=1 and the
+    results store under ``tmp``; wait until it answers. Returns (process, base URL); stop it
+    with :func:`stop_process_group`."""
+    pytest.importorskip("voila")
+    from accesslib.cli import voila_command
+
+    port = _free_port()
+    argv, folder, cmd_env = voila_command(port, public, cull_idle=cull_idle)
+    cmd_env.update(ACCESSLIB_FAST="1", JUPYTER_RUNTIME_DIR=os.path.join(tmp, "runtime"),
+                   ACCESSLIB_HOME=os.environ.get("ACCESSLIB_HOME", os.path.join(tmp, "home")), **(env or {}))
+    log = open(os.path.join(tmp, f"voila-{port}.log"), "w+")
+    proc = subprocess.Popen(argv, cwd=str(folder), env=cmd_env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    proc.log = log
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while True:
+        if proc.poll() is not None:
+            log.seek(0)
+            pytest.fail(f"voila exited with code {proc.returncode}:\n{log.read()[-3000:]}")
+        try:
+            with urllib.request.urlopen(base + "/", timeout=2) as r:
+                if r.status == 200:
+                    return proc, base
+        except (urllib.error.URLError, ConnectionError, OSError):
+            pass
+        if time.monotonic() > deadline:
+            log.seek(0)
+            stop_process_group(proc)
+            pytest.fail(f"voila did not answer on {base} within 90 s:\n{log.read()[-3000:]}")
+        time.sleep(0.5)
+
+
 @pytest.fixture(scope="session")
 def voila_server():
-    """Serve notebooks/ with Voila on 127.0.0.1 (ACCESSLIB_FAST=1); yield the base URL."""
-    pytest.importorskip("voila")
-    port = _free_port()
+    """Serve notebooks/ as ``accesslib app`` does (ACCESSLIB_FAST=1); yield the base URL."""
     tmp = tempfile.mkdtemp(prefix="accesslib-voila-")
-    env = dict(os.environ, ACCESSLIB_FAST="1", JUPYTER_RUNTIME_DIR=os.path.join(tmp, "runtime"),
-               ACCESSLIB_HOME=os.environ.get("ACCESSLIB_HOME", os.path.join(tmp, "home")))
-    log = open(os.path.join(tmp, "voila.log"), "w+")
-    cmd = [sys.executable, "-m", "voila", "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1",
-           "--ServerApp.ip=127.0.0.1", "--show_tracebacks=False", str(NOTEBOOKS)]
-    proc = subprocess.Popen(cmd, cwd=str(NOTEBOOKS), env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
+    proc, base = start_voila(tmp)
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            if proc.poll() is not None:
-                log.seek(0)
-                pytest.fail(f"voila exited with code {proc.returncode}:\n{log.read()[-3000:]}")
-            try:
-                with urllib.request.urlopen(base + "/", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, OSError):
-                pass
-            if time.monotonic() > deadline:
-                log.seek(0)
-                pytest.fail(f"voila did not answer on {base} within 90 s:\n{log.read()[-3000:]}")
-            time.sleep(0.5)
         yield base
     finally:
         stop_process_group(proc)   # the server we started and its kernels
-        log.close()
+        proc.log.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
 

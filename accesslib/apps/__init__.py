@@ -20,6 +20,7 @@ _APPS = {
     "PackingApp": "nb07_packing",
     "PrecisionApp": "nb07_packing",
     "MeanFieldApp": "nb08_meanfield",
+    "BeyondApp": "nb09_beyond",
 }
 
 __all__ = sorted(_APPS)

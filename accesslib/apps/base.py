@@ -17,6 +17,13 @@ JupyterLab and a static HTML export alike.
 anything that computes for more than a moment runs through it, from a Run button, with a Stop
 button, a progress bar and a final status; an App that has one (``self.runner``) answers
 :meth:`App.stop`, :meth:`App.wait`, :attr:`App.is_running` and :attr:`App.stop_requested`.
+
+On a public server (:mod:`accesslib.apps.policy`) every update and every background run
+passes through :meth:`App.check_inputs` first: each input listed for the app in
+``PUBLIC_CAPS`` is read from its widget as it is (whatever a browser sent) and one outside its
+cap is a message, with nothing computed. Messages speak the reader's language
+(:func:`error_message`), dates too (:func:`human_date`), and :data:`PAGE_CSS` keeps labels
+and buttons whole at laptop width.
 """
 from __future__ import annotations
 
@@ -27,6 +34,7 @@ import html
 import io
 import json
 import math
+import re
 import threading
 import time
 
@@ -36,6 +44,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from accesslib._checks import check_choice
+from accesslib.apps.policy import Cap, Policy, app_policy, caps_for, check_app_inputs
 from accesslib.plots.style import UI_COLORS
 
 #: figure formats offered by the toolbar: extension -> MIME type
@@ -44,12 +53,117 @@ FIGURE_FORMATS = {"png": "image/png", "svg": "image/svg+xml", "pdf": "applicatio
 MAX_DOWNLOAD_BYTES = 16 * 1024 * 1024
 
 
+#: The apps' page style, one rule per problem seen at laptop width (1280x800): a widget's label,
+#: a slider's readout, a toggle or plain button never cuts its text ("paper (fp...", "write
+#: each token k..."): each is at least as wide as its text (its set width stays the minimum,
+#: so columns of labels stay aligned); rows of controls wrap instead of running off the window;
+#: a figure never overflows the page's width. Scoped to ``.accesslib-app`` (every App's box).
+PAGE_CSS = """
+.accesslib-app .widget-inline-hbox > .widget-label,
+.accesslib-app .widget-readout,
+.accesslib-app .widget-toggle-button,
+.accesslib-app .jupyter-button { min-width: fit-content !important; flex-shrink: 0; }
+.accesslib-app .widget-toggle-button, .accesslib-app .jupyter-button { padding-left: 6px; padding-right: 6px; }
+.accesslib-app .accesslib-controls .widget-hbox { flex-wrap: wrap; }
+.accesslib-app .accesslib-figure { max-width: 100%; }
+"""
+
+#: exception classes named inside a message ("OSError: ..."): the reader needs what follows
+_EXC_NAME = re.compile(r"\b(?:[A-Z][A-Za-z]*(?:Error|Exception|Warning)|[a-z_]+\.[A-Za-z_.]*Error):\s*")
+#: a parenthesis that shows code: a call ``name()`` / ``pkg.mod.fn`` (the reader cannot act on it)
+_CODE_PAREN = re.compile(r"\s*\((?=[^()]*(?:\b[A-Za-z_][\w.]*\(\)|\baccesslib\.[\w.]+))(?:[^()]|\(\))*\)")
+#: a snake_case parameter name at the start of "<name> must be ..." / "<name> = ..."
+_LEAD_NAME = re.compile(r"^([a-z]+(?:_[a-z0-9]+)+)(?= must | = | is )")
+#: text about code (a call, a traceback): not shown to the reader
+_CODE = re.compile(r"\b[A-Za-z_][\w.]*\(|Traceback|\bline \d+")
+#: the longest message an app shows (the rest of a long library message is cut at a word)
+MAX_MESSAGE = 300
+
+
+def _plain(text: str) -> str:
+    """A library message in the reader's words: the first line, without exception class names
+    or code in parentheses, a leading snake_case name with spaces ("max_steps" -> "max steps"),
+    at most :data:`MAX_MESSAGE` characters."""
+    text = str(text).strip().splitlines()[0] if str(text).strip() else ""
+    text = _EXC_NAME.sub("", text)
+    text = _CODE_PAREN.sub("", text)
+    text = _LEAD_NAME.sub(lambda m: m.group(1).replace("_", " "), text)
+    text = re.sub(r"\s{2,}", " ", text).strip()
+    if len(text) > MAX_MESSAGE:
+        text = text[:MAX_MESSAGE].rsplit(" ", 1)[0] + " ..."
+    return text
+
+
 def error_message(exc: BaseException) -> str:
-    """The one line an app shows for an exception (never a traceback): a ValueError's message
-    as it is (the checks' "<name> must be <allowed>; got <value>"), anything else named."""
+    """The one line an app shows for an exception (never a traceback), in the reader's words:
+    what went wrong and what to change, not which Python function raised it.
+
+    A ValueError is a refused input: its message as the checks wrote it ("<name> must be
+    <allowed>; got <value>", the caps' "... is over this server's cap of ...: set it to ...
+    or less"), cleaned of exception class names and code (:func:`_plain`). Anything else is
+    told by kind: not enough memory (choose smaller values), a number out of range (change a
+    setting), a missing package (what to install), a file that cannot be read, a control
+    that refused a value; any other failure is an internal error that names its exception
+    class (for a bug report) and says that the last good result stays."""
+    name = type(exc).__name__
+    detail = _plain(exc)
     if isinstance(exc, ValueError):
-        return str(exc)
-    return f"unexpected {type(exc).__name__}: {exc}"
+        return detail or "this value cannot be used: change it and try again"
+    if isinstance(exc, MemoryError) or name == "OutOfMemoryError":
+        return "not enough memory for these settings: choose smaller values (fewer samples, shorter lengths) " \
+               "and run again"
+    if isinstance(exc, ArithmeticError):
+        return (f"these settings cannot be computed ({detail or 'a number out of range'}; {name}): "
+                "change one of them and try again")
+    if isinstance(exc, ImportError):
+        missing = getattr(exc, "name", None) or detail
+        return (f"a package this page needs is not installed ({missing}): install the apps with "
+                '`pip install "accesslib[apps]"` and reload the page')
+    if isinstance(exc, OSError) and not isinstance(exc, ConnectionError):
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        return f"a file could not be used{where}: {_plain(exc.strerror or detail) or name}"
+    if name == "TraitError":
+        return f"this control cannot take that value: {detail}"
+    if isinstance(exc, NotImplementedError):
+        return f"not available here: {detail}" if detail else "not available here"
+    # a bug: its class for the report; its text only when it is not about code
+    said = "" if not detail or _CODE.search(detail) else f": {detail}"
+    return (f"something went wrong inside the app ({name}{said}); "
+            "the last good result stays on the page: change a setting or reload the page")
+
+
+#: month names for :func:`human_date` (English, whatever the server's locale)
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
+           "October", "November", "December")
+
+
+def human_date(value, *, time: bool = False) -> str:
+    """A date as a reader writes it, for the lines that describe a shipped bundle or run:
+    '2026-12-02T14:55:28+00:00' -> '2 December 2026'; with ``time=True``
+    '2 December 2026, 14:55 UTC' (a time with a zone is told in UTC). Takes ISO 8601 text (a
+    bundle's "created" or "date"), a datetime or a date, or seconds since 1970 (UTC); returns
+    text that is no date as it is, and "unknown date" for None or ""."""
+    import datetime as dt
+
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return "unknown date"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = dt.datetime.fromtimestamp(value, tz=dt.timezone.utc)
+    elif isinstance(value, str):
+        text = value.strip()
+        try:
+            value = (dt.date.fromisoformat(text) if len(text) <= 10 else
+                     dt.datetime.fromisoformat(text.replace("Z", "+00:00")))
+        except ValueError:
+            return text
+    if not isinstance(value, dt.date):
+        return str(value)
+    if time and isinstance(value, dt.datetime) and value.tzinfo is not None:
+        value = value.astimezone(dt.timezone.utc)   # one zone for every bundle line
+    day = f"{value.day} {_MONTHS[value.month - 1]} {value.year}"
+    if not time or not isinstance(value, dt.datetime):
+        return day
+    return f"{day}, {value:%H:%M}" + (" UTC" if value.tzinfo is not None else "")
 
 
 def ipympl_active():
@@ -135,6 +249,52 @@ def download_link(name: str, data: bytes, mime: str) -> str:
             f'click to save)</span>')
 
 
+def _narrow(widget, low, high) -> None:
+    """Narrow a numeric widget to [low, high]: a slider's or bounded field's min and max (a
+    log slider's are exponents), a dropdown's options, a plain field's value."""
+    if hasattr(widget, "options") and not isinstance(widget, W.Combobox):
+        opts = list(widget.options)
+        value = widget.value
+
+        def ok(o):
+            v = o[1] if isinstance(o, tuple) else o
+            return isinstance(v, (int, float)) and (low is None or v >= low) and (high is None or v <= high)
+        keep = [o for o in opts if ok(o)]
+        if keep and len(keep) < len(opts):
+            widget.options = keep
+            kept = [o[1] if isinstance(o, tuple) else o for o in keep]
+            widget.value = value if value in kept else kept[-1]
+        return
+    log = isinstance(widget, W.FloatLogSlider)
+
+    def to_widget(x):
+        return math.log(x, widget.base) if log else (int(x) if isinstance(widget.max, int) else x)
+    def tighter(a, b):   # a is a tighter limit than b, beyond rounding (10**x is not exact)
+        return abs(a - b) > 1e-9 * max(1.0, abs(a), abs(b))
+    if hasattr(widget, "max") and hasattr(widget, "min"):
+        if high is not None and (not log or high > 0) and to_widget(high) < widget.max \
+                and tighter(to_widget(high), widget.max):
+            widget.max = to_widget(high)
+        if low is not None and (not log or low > 0) and to_widget(low) > widget.min \
+                and tighter(to_widget(low), widget.min):
+            widget.min = to_widget(low)
+    elif isinstance(getattr(widget, "value", None), (int, float)) and not isinstance(widget.value, bool):
+        if high is not None and widget.value > high:
+            widget.value = type(widget.value)(high)
+        if low is not None and widget.value < low:
+            widget.value = type(widget.value)(low)
+
+
+def _cap_text(cap: Cap, policy: Policy) -> str:
+    """A cap a widget's range cannot show, in words: "eval lengths up to 300 (12 values)"."""
+    low, high = cap.bounds(policy)
+    if cap.kind == "list" and high is not None:
+        return f"{cap.label} up to {high:,}" + (f" ({cap.max_items} values)" if cap.max_items else "")
+    if cap.kind == "model" and policy.allowed_models:
+        return f"{cap.label}: {', '.join(policy.allowed_models + cap.extra)}"
+    return ""
+
+
 class App:
     """Base for every accesslib app: figure, error area, status line, guarded updates, and the
     toolbar that saves the figure and downloads its data.
@@ -168,12 +328,21 @@ class App:
         self.fig.canvas.mpl_connect("draw_event", self._on_draw)
         self._exporting = False
         self.controls = W.VBox()
+        self.caps_note = W.HTML(layout=W.Layout(display="none", margin="2px 0"))
+        self.caps_note.add_class("accesslib-caps")
+        # a <style> applies from a hidden widget too: no space taken
+        self.page_style = W.HTML(f"<style>{PAGE_CSS}</style>", layout=W.Layout(display="none"))
+        self._policy = None      # see current_policy
+        self._fitted = False     # see fit_to_caps
         self.toolbar = self._make_toolbar()
-        parts = [self.controls, self.readout, self.error]
+        self.controls.add_class("accesslib-controls")
+        parts = [self.controls, self.caps_note, self.readout, self.error]
         if self.view is not None:
+            self.view.add_class("accesslib-figure")
             parts.append(self.view)
-        parts += [self.toolbar, self.status]
+        parts += [self.toolbar, self.status, self.page_style]
         self.widget = W.VBox(parts, layout=W.Layout(width="100%"))
+        self.widget.add_class("accesslib-app")
 
     # -- save the figure, download its data -------------------------------------------------
     def _make_toolbar(self):
@@ -201,7 +370,7 @@ class App:
     def data_rows(self) -> list[dict]:
         """The numbers the figure shows, one dict per row (the same keys in related rows; a
         ``panel`` or ``kind`` key tells the parts of a figure apart). Every app implements it."""
-        raise NotImplementedError(f"{type(self).__name__} has no data to download")
+        raise NotImplementedError("this page has no data to download")
 
     def data_csv(self) -> str:
         """:meth:`data_rows` as CSV text (header = every key; full precision)."""
@@ -255,7 +424,63 @@ class App:
 
     # -- display ----------------------------------------------------------------------------
     def _repr_mimebundle_(self, **kwargs):
+        self.fit_to_caps()   # before the browser can send anything
         return self.widget._repr_mimebundle_(**kwargs)
+
+    # -- public-mode caps -------------------------------------------------------------------
+    def current_policy(self) -> Policy:
+        """The app's policy: its own ``policy`` attribute when it has one (02, 03's sweep),
+        else this process's (:func:`accesslib.apps.policy.app_policy`, read once)."""
+        own = getattr(self, "policy", None)
+        if isinstance(own, Policy):
+            return own
+        if self._policy is None:
+            self._policy = app_policy()
+        return self._policy
+
+    def check_inputs(self, *, run: bool = False) -> None:
+        """On a public server, every input of this app within its cap
+        (:data:`accesslib.apps.policy.PUBLIC_CAPS`), read from the widgets as they are now,
+        whatever a browser sent through the widget protocol (a slider's min and max travel
+        with its value): ValueError naming the first input over its cap and what to set it to.
+        ``run``: a computation is about to start (then a model outside the allow-list and a
+        policy that could not be read are refused too). Every update (:meth:`refresh`) and
+        every background run (:meth:`BackgroundRun.start`) passes through here."""
+        check_app_inputs(self, self.current_policy(), run=run)
+
+    def fit_to_caps(self) -> None:
+        """On a public server, once, when the page is shown (before a browser can send anything):
+        narrow each capped slider's or field's range (and a numeric dropdown's options) to its
+        cap, so that the page opens within the caps and shows them, and say the caps a range
+        cannot show (typed lists, models) in a note under the controls. Nothing on an open
+        server. Code that builds an app without showing it keeps the ranges as built; the
+        caps are checked all the same (:meth:`check_inputs`)."""
+        if self._fitted:
+            return
+        self._fitted = True
+        pol = self.current_policy()
+        if not (pol.public or pol.error is not None):
+            return
+        caps = caps_for(self)
+        before = {a: getattr(getattr(self, a, None), "value", None) for a in caps}
+        self._hold += 1   # no update per narrowed widget: one at the end
+        try:
+            for attr, cap in caps.items():
+                widget = getattr(self, attr, None)
+                if isinstance(widget, W.Widget) and cap.kind == "number":
+                    _narrow(widget, *cap.bounds(pol))
+        finally:
+            self._hold -= 1
+        moved = any(getattr(getattr(self, a, None), "value", None) != v for a, v in before.items())
+        if moved and type(self).update is not App.update:
+            self.refresh()   # a value came down to its cap: the page shows what it will run
+        if isinstance(getattr(self, "policy", None), Policy):
+            return   # an app that holds its own policy prints it (02, 03's sweep)
+        said = [_cap_text(c, pol) for c in caps.values() if c.kind != "number"]
+        if any(said):
+            self.caps_note.value = (f'<span style="color:{UI_COLORS["muted"]};font-size:90%">This public server '
+                                    f'runs at most: {html.escape("; ".join(t for t in said if t))}.</span>')
+            self.caps_note.layout.display = None
 
     # -- messages ---------------------------------------------------------------------------
     def show_error(self, message):
@@ -290,13 +515,19 @@ class App:
             self.refresh()
 
     def refresh(self, *_):
-        """Run :meth:`update` unless held; errors become a message, never a traceback. A
-        download link made before is taken away (it holds the figure as it was)."""
+        """Run :meth:`update` unless held; errors become a message, never a traceback. On a
+        public server the inputs are checked first (:meth:`check_inputs`): one over its cap is
+        a message, and nothing is computed. A download link made before is taken away (it
+        holds the figure as it was)."""
         if self._hold:
             return False
         if self.download.value:
             self.download.value = ""
-        return self.guard(self.update)
+        return self.guard(self._checked_update)
+
+    def _checked_update(self):
+        self.check_inputs()
+        self.update()
 
     def guard(self, fn, *args, **kwargs):
         """Call ``fn``; a ValueError shows its message, anything else a short one-liner
@@ -462,7 +693,12 @@ class BackgroundRun:
     # -- control ----------------------------------------------------------------------------
     def start(self, work, *, on_done=None):
         """Run ``work(self)`` in a daemon thread (see the class docstring); ValueError when a run
-        is already going."""
+        is already going, or on a public server when an input of the app is over its cap
+        (:meth:`App.check_inputs`: nothing starts, the message says which and what to set)."""
+        with self._lock:
+            if self.running:
+                raise ValueError("a run is already going: press Stop first")
+        self.app.check_inputs(run=True)
         with self._lock:
             if self.running:
                 raise ValueError("a run is already going: press Stop first")

@@ -146,6 +146,10 @@ class CrammingApp(App):
             devices.append("cuda")
         self.device = W.Dropdown(options=devices, value="cpu", description="device", style=_DESC,
                                  layout=W.Layout(width=_NARROW))
+        # weights' dtype: auto = bfloat16 on cuda, float32 on cpu (memory vectors, optimiser and
+        # loss stay float32 either way)
+        self.dtype = W.Dropdown(options=[("auto", "auto"), ("float32", "float32"), ("bfloat16", "bfloat16")],
+                                value="auto", description="dtype", style=_DESC, layout=W.Layout(width=_NARROW))
         self.source = W.Dropdown(options=[("natural text (KJV, held out)", "natural"),
                                           ("random words", "words"), ("random tokens", "tokens")],
                                  value="natural", description="targets", style=_DESC, layout=W.Layout(width=_WIDE))
@@ -169,7 +173,7 @@ class CrammingApp(App):
         note = W.HTML(f'<span style="color:{UI_COLORS["muted"]};font-size:90%">'
                       f'{html.escape(self.policy.describe())}</span>')
         self.controls.children = [
-            W.HBox([self.model, self.device]),
+            W.HBox([self.model, self.device, self.dtype]),
             W.HBox([self.source, self.protocol]),
             W.HBox([self.lengths, self.ms]),
             W.HBox([self.samples, self.max_steps]),
@@ -207,7 +211,8 @@ class CrammingApp(App):
         lengths = None if lengths_text in ("", "auto") else parse_int_list(self.lengths.value, "lengths")
         req = dict(model=name, ms=ms, lengths=lengths, samples=int(self.samples.value),
                    source=self.source.value, protocol=self.protocol.value,
-                   max_steps=int(self.max_steps.value), device=self.device.value)
+                   max_steps=int(self.max_steps.value), device=self.device.value,
+                   dtype=None if self.dtype.value == "auto" else self.dtype.value)
         self.policy.check_request(model=name, m=ms, lengths=lengths or [1], samples=req["samples"],
                                   max_steps=req["max_steps"])
         return req
@@ -285,11 +290,11 @@ class CrammingApp(App):
         self.shipped_until_run = False   # from now on the panel shows measured strings only
         self.guard(self.update)
 
-    def _load(self, name, device):
-        key = (name, device)
+    def _load(self, name, device, dtype=None):
+        key = (name, device, dtype)
         if key not in self._models:
             from accesslib.models.loading import load_model
-            self._models = {key: load_model(name, device=device)}  # keep one model in memory
+            self._models = {key: load_model(name, dtype=dtype, device=device)}  # keep one model in memory
         return self._models[key]
 
     def _work(self, run, req):
@@ -298,26 +303,24 @@ class CrammingApp(App):
             self.loss_steps, self.loss_mean, self.loss_best = [], [], []
         with self.policy.run_slot():
             self.set_status(f"loading {req['model']} ...")
-            lm = self._load(req["model"], req["device"])
+            lm = self._load(req["model"], req["device"], req["dtype"])
             if req["device"] == "cpu" and lm.facts.n_params < 10_000_000:
                 # tiny models are bound by per-step overhead: one thread is as fast, and
                 # leaves the other cores to the page and to other visitors
                 import torch
                 torch.set_num_threads(1)
-            from accesslib.experiments.curves import accessibility_curve
+            from accesslib.experiments.curves import accessibility_curves
 
             per_m = req["samples"] * (len(req["lengths"]) if req["lengths"] else 6)
             run.set_progress(0, per_m * len(req["ms"]))
             max_length = self.policy.max_length or 1000
-            for m in req["ms"]:
-                if run.stop_requested:
-                    break
-                self.set_status(f"cramming with m = {m} ...")
-                accessibility_curve(
-                    lm, m, lengths=req["lengths"], samples=req["samples"], source=req["source"],
-                    store=self.store, protocol=req["protocol"], max_steps=req["max_steps"],
-                    max_length=max_length, on_string=self._on_string, on_step=self._on_step,
-                    stop=run.stop_event)
+            self.set_status(f"cramming with m = {', '.join(map(str, req['ms']))} ...")
+            # one engine for every m: their strings share its batch
+            accessibility_curves(
+                lm, req["ms"], lengths=req["lengths"], samples=req["samples"], source=req["source"],
+                store=self.store, protocol=req["protocol"], max_steps=req["max_steps"],
+                max_length=max_length, on_string=self._on_string, on_step=self._on_step,
+                stop=run.stop_event)
 
     def _done(self, outcome):
         self.guard(self.update)

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from accesslib.plots.style import BOUND_STYLES, COLORS, STYLE, m_color, set_errorbar
+from accesslib.plots.style import COLORS, STYLE, m_color, set_errorbar
 from accesslib.theory.stats import binomial_stderr
 
 
@@ -113,69 +113,3 @@ def update_accessibility(art, curves):
             ser["fit"].set_data([], [])
             ser["n50"].set_xdata([np.nan, np.nan])
     ax.set_xlim(0, xmax)
-
-
-# ---------------------------------------------------------------------------------------------
-# predicted n* = C*m lines against measured n50 by m (log y: the bound is far above)
-# ---------------------------------------------------------------------------------------------
-def plot_n50_vs_m(ax, m_max=5):
-    ax.set_yscale("log")
-    ax.set_xlabel("m (memory vectors)")
-    ax.set_ylabel("tokens (log scale)")
-    ax.set_xlim(0.5, m_max + 0.5)
-    ax.set_xticks(range(1, m_max + 1))
-    art = dict(ax=ax, m_max=m_max, bounds={}, published={})
-    eb = ax.errorbar([], [], yerr=[], color=COLORS["measured"], label="measured n50 (this project)",
-                     zorder=5, **STYLE["marker"])
-    (fit,) = ax.plot([], [], color=COLORS["measured"], **STYLE["fit"], label="fitted slope")
-    art["measured"], art["fit"] = eb, fit
-    art["text"] = ax.text(1.01, 0.0, "", transform=ax.transAxes, va="bottom", ha="left", fontsize=7.5,
-                          family="monospace", bbox=STYLE["textbox"])
-    return art
-
-
-def update_bound_lines(art, slopes: dict):
-    """``slopes``: {bound name: C or None}; a line n = C*m per bound, in place."""
-    ax = art["ax"]
-    ms = np.linspace(0.5, art["m_max"] + 0.5, 41)   # m > 0: the y axis is logarithmic
-    for name, C in slopes.items():
-        if name not in art["bounds"]:
-            (line,) = ax.plot([], [], color=COLORS["predicted"], ls=BOUND_STYLES.get(name, "-"),
-                              lw=2.0 if name == "ball" else 1.5, label=f"n* = C·m ({name} bound)")
-            art["bounds"][name] = line
-            _outside_legend(ax)
-        if C is None or not math.isfinite(C):
-            art["bounds"][name].set_data([], [])
-        else:
-            art["bounds"][name].set_data(ms, C * ms)
-
-
-def update_measured(art, ms, n50s, stderrs, slope=None, intercept=None):
-    ms, n50s = np.asarray(ms, float), np.asarray(n50s, float)
-    se = np.nan_to_num(np.asarray(stderrs, float), nan=0.0)
-    set_errorbar(art["measured"], ms, n50s, se)
-    if slope is not None:
-        xs = np.linspace(0.5, art["m_max"] + 0.5, 20)
-        art["fit"].set_data(xs, np.maximum(slope * xs + intercept, 1e-3))
-    else:
-        art["fit"].set_data([], [])
-
-
-def plot_published(art, datasets):
-    """``datasets``: {label: (ms, n50s, color, marker)} published points as faint markers (drawn once)."""
-    ax = art["ax"]
-    for label, (ms, n50s, color, marker) in datasets.items():
-        (pts,) = ax.plot(ms, n50s, ls="none", marker=marker, ms=5, color=color, alpha=0.5, label=label)
-        art["published"][label] = pts
-    _outside_legend(ax)
-
-
-def _outside_legend(ax):
-    """Legend to the right of the axes (the plot area is full of lines and points)."""
-    ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
-
-
-def set_y_range(art, values):
-    v = np.asarray([x for x in values if x is not None and math.isfinite(x) and x > 0], float)
-    if v.size:
-        art["ax"].set_ylim(max(0.5, v.min() / 2), v.max() * 2)

@@ -134,7 +134,8 @@ def test_a_second_start_is_refused_with_a_message():
 
 @pytest.mark.parametrize("exc, message", [
     (ValueError("n must be a whole number in 1..32; got 40"), "n must be a whole number in 1..32; got 40"),
-    (RuntimeError("boom"), "unexpected RuntimeError: boom"),
+    (RuntimeError("boom"), "something went wrong inside the app (RuntimeError: boom); the last good result "
+                           "stays on the page: change a setting or reload the page"),
 ])
 def test_a_failure_is_one_line_in_the_error_area(exc, message):
     app = Toy()
@@ -221,8 +222,8 @@ def test_an_app_may_call_its_data_view_without_breaking_the_image_fallback():
 
     app = ModelGeometryApp(canvas="image", model=TINY_RANDOM)
     assert app.view is None and app.last_error is None
-    png = app.widget.children[3].value
-    assert png[:4] == b"\x89PNG"
+    assert app.view is None and app.widget.children.count(app._image) == 1
+    assert app._image.value[:4] == b"\x89PNG"
 
 
 # --- the toolbar: save the figure, download its data ----------------------------------------------
@@ -314,7 +315,7 @@ def test_download_errors_are_one_line_next_to_the_buttons():
     app = Toy()   # no data_rows
     app.show_error("ε must be > 0; got 0")
     app.data_button.click()
-    assert "No file: unexpected NotImplementedError: Toy has no data to download" in app.download.value
+    assert "No file: not available here: this page has no data to download" in app.download.value
     assert app.last_error == "ε must be > 0; got 0"   # a message about a control stays as it was
     app.save_button.click()
     assert "accesslib-figure.png" in app.download.value and app.last_error == "ε must be > 0; got 0"
@@ -346,7 +347,156 @@ def test_every_app_implements_its_data_and_names_its_files():
         if cls is App:
             continue
         assert inspect.getattr_static(cls, "data_rows") is not App.data_rows, f"{cls_name} has no data_rows"
-        assert re.fullmatch(r"nb0[1-8]-[a-z-]+", cls.export_name), cls.export_name
+        assert re.fullmatch(r"nb0[1-9]-[a-z-]+", cls.export_name), cls.export_name
         assert cls.export_name[:4] == f"nb{module[2:4]}", (cls_name, cls.export_name)
         names.setdefault(cls.export_name, cls_name)
     assert len(names) == len(apps._APPS) - 1   # each app its own file names
+
+
+# --- messages in the reader's words, dates as a reader writes them --------------------------------
+@pytest.mark.parametrize("exc, message", [
+    # the checks' own style stays as it is
+    (ValueError("n must be a whole number in 1..32; got 40"), "n must be a whole number in 1..32; got 40"),
+    # a parameter's Python name reads as words
+    (ValueError("max_steps must be a whole number >= 1; got 0"), "max steps must be a whole number >= 1; got 0"),
+    # no exception class, no code in parentheses, one line
+    (ValueError("could not load model 'x/y': OSError: We couldn't connect to the Hub.\nTraceback ..."),
+     "could not load model 'x/y': We couldn't connect to the Hub."),
+    (ValueError("model has no output embedding (get_output_embeddings() is None)"), "model has no output embedding"),
+    (ValueError("model must be a LoadedModel (accesslib.models.loading.load_model) or a transformers model"),
+     "model must be a LoadedModel or a transformers model"),
+    (MemoryError(), "not enough memory for these settings: choose smaller values (fewer samples, shorter lengths) "
+                    "and run again"),
+    (ZeroDivisionError("division by zero"), "these settings cannot be computed (division by zero; "
+                                            "ZeroDivisionError): change one of them and try again"),
+    (ModuleNotFoundError("No module named 'ipympl'", name="ipympl"),
+     'a package this page needs is not installed (ipympl): install the apps with `pip install "accesslib[apps]"` '
+     "and reload the page"),
+    (FileNotFoundError(2, "No such file or directory", "/data/run.json"),
+     "a file could not be used (/data/run.json): No such file or directory"),
+    (NotImplementedError("this page has no data to download"), "not available here: this page has no data to download"),
+    # a bug: its class for a report, never the code it came from
+    (TypeError("update() takes 1 positional argument but 2 were given"),
+     "something went wrong inside the app (TypeError); the last good result stays on the page: change a setting "
+     "or reload the page"),
+])
+def test_error_messages_say_what_to_change_not_which_function_failed(exc, message):
+    from accesslib.apps.base import error_message
+
+    assert error_message(exc) == message
+
+
+def test_a_long_message_is_cut_at_a_word():
+    from accesslib.apps.base import MAX_MESSAGE, error_message
+
+    text = error_message(ValueError("word " * 200))
+    assert len(text) <= MAX_MESSAGE + 4 and text.endswith("word ...")
+
+
+@pytest.mark.parametrize("value, kw, text", [
+    ("2026-12-02T14:55:28+00:00", {}, "2 December 2026"),
+    ("2026-12-02T14:55:28+00:00", {"time": True}, "2 December 2026, 14:55 UTC"),
+    ("2026-12-02T16:55:28+02:00", {"time": True}, "2 December 2026, 14:55 UTC"),
+    ("2026-12-02T14:55:28Z", {"time": True}, "2 December 2026, 14:55 UTC"),
+    ("2026-01-09", {"time": True}, "9 January 2026"),
+    (0, {"time": True}, "1 January 1970, 00:00 UTC"),
+    ("not a date", {}, "not a date"),
+    (None, {}, "unknown date"),
+    ("", {}, "unknown date"),
+])
+def test_human_date(value, kw, text):
+    from accesslib.apps.base import human_date
+
+    assert human_date(value, **kw) == text
+
+
+# --- public-mode caps: the one place every update and every run passes through --------------------
+class Capped(Toy):
+    """A Toy with a capped number field (a "steps" input) and an update that counts."""
+
+    def __init__(self, policy):
+        self.policy = policy
+        super().__init__()
+        self.steps = W.IntText(value=10)
+        self.updates = 0
+
+    def update(self):
+        self.updates += 1
+
+
+@pytest.fixture
+def capped(monkeypatch):
+    from accesslib.apps import policy as pol
+
+    monkeypatch.setitem(pol.PUBLIC_CAPS, "Capped", {"steps": pol.Cap("max steps", 1, 100)})
+
+    def make(public):
+        return Capped(pol.public_policy(["m"]) if public else pol.Policy())
+    return make
+
+
+def test_a_run_over_a_cap_starts_nothing_and_says_what_to_set(capped):
+    app = capped(public=True)
+    app.steps.value = 5000
+    ran = []
+    assert app.go(lambda run: ran.append(1)) is False
+    assert app.last_error == "max steps = 5,000 is over this server's cap of 100: set it to 100 or less"
+    assert app.runner.thread is None and ran == [] and not app.run_btn.disabled
+    app.steps.value = 0
+    app.go(lambda run: ran.append(1))
+    assert app.last_error == "max steps = 0 is under this server's lowest value 1: set it to 1 or more"
+    app.steps.value = 100
+    app.go(lambda run: ran.append(1))
+    assert app.wait(10) and ran == [1] and app.last_error is None
+
+
+def test_an_update_over_a_cap_computes_nothing(capped):
+    app = capped(public=True)
+    app.refresh()
+    assert app.updates == 1
+    app.steps.value = 101
+    assert app.refresh() is False and app.updates == 1 and "over this server's cap of 100" in app.last_error
+    app.steps.value = 100
+    assert app.refresh() is True and app.updates == 2 and app.last_error is None
+
+
+def test_an_open_server_caps_nothing(capped):
+    app = capped(public=False)
+    app.steps.value = 10**9
+    assert app.refresh() is True and app.updates == 1
+    assert app.go(lambda run: None) is True and app.wait(10)
+
+
+def test_the_page_opens_within_its_caps_and_shows_them(monkeypatch):
+    """Shown on a public server, each capped slider, field and numeric dropdown is narrowed to its
+    cap (a log slider's exponents too); the caps a range cannot show are said under the controls."""
+    import math
+
+    from accesslib.apps import policy as pol
+
+    class Page(Toy):
+        def __init__(self):
+            super().__init__()
+            self.n = W.IntSlider(value=48, min=4, max=512)
+            self.eps = W.FloatLogSlider(value=0.5, base=10, min=-2, max=0)
+            self.steps = W.IntText(value=4000)
+            self.width = W.Dropdown(options=[16, 32, 64, 128], value=128)
+            self.lengths = W.Text(value="4, 8")
+
+    monkeypatch.setitem(pol.PUBLIC_CAPS, "Page", {
+        "n": pol.Cap("samples", 4, 64), "eps": pol.Cap("ε", 0.1, 1), "steps": pol.Cap("max steps", 1, 500),
+        "width": pol.Cap("width d", 16, 64), "lengths": pol.Cap("lengths", 1, 300, kind="list", max_items=12)})
+    monkeypatch.setenv("ACCESSLIB_PUBLIC", "1")
+    app = Page()
+    app._repr_mimebundle_()
+    assert (app.n.max, app.n.value) == (64, 48)
+    assert app.eps.min == pytest.approx(math.log10(0.1)) and app.eps.value == pytest.approx(0.5)
+    assert app.steps.value == 500
+    assert list(app.width.options) == [16, 32, 64] and app.width.value == 64
+    assert app.caps_note.layout.display is None
+    assert "This public server runs at most: lengths up to 300 (12 values)." in app.caps_note.value
+    app.check_inputs(run=True)   # everything within its caps once shown
+    monkeypatch.setenv("ACCESSLIB_PUBLIC", "0")
+    open_page = Page()
+    open_page._repr_mimebundle_()
+    assert open_page.n.max == 512 and list(open_page.width.options) == [16, 32, 64, 128]
