@@ -17,7 +17,7 @@ import time
 import ipywidgets as W
 
 from accesslib._checks import parse_int_list
-from accesslib.apps.base import App, BackgroundRun
+from accesslib.apps.base import App, BackgroundRun, human_date
 from accesslib.apps.policy import app_policy
 from accesslib.config import FAST
 from accesslib.plots import cramming as cram_plots
@@ -26,18 +26,6 @@ from accesslib.plots.style import UI_COLORS
 _DESC = {"description_width": "120px"}
 #: the controls' two columns: names and free text (wide enough for every option), numbers
 _WIDE, _NARROW = "400px", "250px"
-
-
-def human_date(iso) -> str:
-    """A stored timestamp as a reader writes a date: '2026-12-02T14:55:28+00:00' -> '2 December
-    2026' (the text as it is when it is not an ISO date)."""
-    import datetime
-
-    try:
-        d = datetime.datetime.fromisoformat(str(iso))
-    except ValueError:
-        return str(iso)
-    return f"{d.day} {d:%B %Y}"
 
 
 def model_choices(policy=None) -> list[str]:

@@ -14,7 +14,7 @@ import time
 
 import ipywidgets as W
 
-from accesslib.apps.base import App, BackgroundRun
+from accesslib.apps.base import App, BackgroundRun, human_date
 from accesslib.apps.nb01_bounds import exact_value, set_exact
 from accesslib.apps.nb02_cramming import curve_from_counts, curve_rows
 from accesslib.apps.policy import app_policy
@@ -172,7 +172,7 @@ class PredictedApp(App):
                            measured=dict(m=ms, n50=n50, n50_stderr=se), fit=dict(sl), caveats=self.caveats)
         self.readout.value = self._readout(slopes, a, sl, eps, r)
         self.set_status(f"bundle: {b['samples']} strings per length, protocol {b['protocol']}, "
-                        f"{b['hardware'].get('cpu', '?')}, {b['wall_time']:.0f} s, made {b['created']}")
+                        f"{b['hardware'].get('cpu', '?')}, {b['wall_time']:.0f} s, made {human_date(b['created'])}")
         self.redraw()
 
     def _readout(self, slopes, a, sl, eps, r):

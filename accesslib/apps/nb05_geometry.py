@@ -14,8 +14,7 @@ import math
 import ipywidgets as W
 import numpy as np
 
-from accesslib.apps.base import App, BackgroundRun
-from accesslib.apps.nb02_cramming import human_date
+from accesslib.apps.base import App, BackgroundRun, human_date
 from accesslib.plots import geometry as gp
 from accesslib.plots.style import UI_COLORS
 

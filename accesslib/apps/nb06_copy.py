@@ -21,8 +21,7 @@ import ipywidgets as W
 
 from accesslib import config as _config
 from accesslib._checks import check_choice, check_int, parse_int_list
-from accesslib.apps.base import App, BackgroundRun
-from accesslib.apps.nb02_cramming import human_date
+from accesslib.apps.base import App, BackgroundRun, human_date
 from accesslib.config import data_path
 from accesslib.plots import copying as copy_plots
 
@@ -118,7 +117,8 @@ class CopyApp(App):
         kw = dict(d=d, heads=heads, intermediate=4 * d, layers=int(self.layers.value), lr=float(self.lr.value),
                   max_len=int(self.max_len.value), min_len=min(5, int(self.max_len.value)))
         if self.fast:
-            kw.update(batch_size=8, warmup=5, eval_every=0, max_position=256)
+            # a small position table, but always room for 2L + 3 positions of the longest training copy
+            kw.update(batch_size=8, warmup=5, eval_every=0, max_position=max(256, 2 * kw["max_len"] + 3))
         else:
             kw.update(eval_every=250)
         return CopyConfig(**kw).validate()

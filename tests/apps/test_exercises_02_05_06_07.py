@@ -66,7 +66,8 @@ def _shipped_default():
 def test_02_opens_with_the_shipped_curve_labelled_until_run(store):
     """Item 4: a fresh page draws the default model's shipped curve, titled as shipped with its
     conditions; the loss label is not cut; Run replaces the curve by the reader's strings."""
-    from accesslib.apps.nb02_cramming import CrammingApp, human_date
+    from accesslib.apps.base import human_date
+    from accesslib.apps.nb02_cramming import CrammingApp
     app = CrammingApp(store=store, canvas="agg", fast=True)
     b = _shipped_default()
     assert app.origin == "shipped" and app.last_error is None
