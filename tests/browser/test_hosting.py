@@ -213,11 +213,7 @@ def test_the_folder_page_asks_nothing_from_outside(voila_server, browser):
 
 #: checks that still fail on a page: {page: {"clipped" or "too tall": the element, in words}}.
 #: Such a check is reported as xfail with its reason; any other failure fails the test.
-KNOWN_DEFECTS: dict = {
-    "09-beyond-transformers": {"too tall": "09 (new page): the readout between the controls and the three-panel "
-                                          "figure (twin table, two radius paragraphs, the verdict) puts the "
-                                          "figure's lower half below a 1280x800 screen"},
-}
+KNOWN_DEFECTS: dict = {}
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS)
