@@ -58,7 +58,8 @@ def _add_cram(p: argparse.ArgumentParser):
                    help="numbers of memory vectors (default 1 2 3 4)")
     p.add_argument("--samples", type=_POSITIVE_INT, default=16, help="strings per length (default 16)")
     p.add_argument("--source", choices=("natural", "words", "words100k", "tokens"), default="natural",
-                   help="target strings: natural text, random words, uniform random tokens")
+                   help="target strings: natural text, random common words, random words from a 100k-word "
+                        "list (the paper's protocol), uniform random tokens")
     p.add_argument("--lengths", type=_POSITIVE_INT, nargs="+", metavar="N",
                    help="measure exactly these lengths (search=grid); default: adaptive search")
     p.add_argument("--search", choices=("bisect", "paper", "grid"),

@@ -12,6 +12,10 @@ bundles (``--table-only`` does just that).
     python scripts/make_bundles.py --geometry-only         # re-measure only the geometry
     python scripts/make_bundles.py --models smollm2-135m --m 1 2 --source tokens \
         --search grid --lengths 16 24 32 --geometry-file g.json   # geometry measured before
+    python scripts/make_bundles.py --radius                # the twins' radius against context length
+    python scripts/make_bundles.py --models tiny-d32-v257 --with-budget-check   # bundle + its budget check
+    python scripts/make_bundles.py --add-budget-check tiny-d32-v257 \
+        --store scratch/budget-tiny-d32-v257.sqlite   # n50 at m = 1 and the largest m with 3x the budget
 """
 from __future__ import annotations
 
@@ -70,7 +74,144 @@ def table_markdown(directory=None) -> str:
             f"{', after BOS' if st.get('prefix_ids') else ''} | "
             f"{b['hardware'].get('cpu', '?')} ({b['hardware'].get('cores')} cores) | {_wall(b)} |")
     lines += refined_table(names, directory)
+    lines += budget_table(names, directory)
+    lines += sources_table(names, directory)
+    lines += beyond_table(directory)
     return "\n".join(lines) + "\n"
+
+
+def beyond_table(directory=None) -> list[str]:
+    """Notebook 09's comparison: the twins' slopes, R^2, C/a, budget checks, and the radius of
+    the hidden states against context length (from the cram and radius bundles)."""
+    from accesslib.experiments import beyond
+    from accesslib.results import bundles
+
+    if directory is not None:
+        return []
+    rows = beyond.twin_rows()
+    have = [n for n in beyond.TWINS.values() if n in bundles.available("radius")]
+    if not rows and not have:
+        return []
+    fmt = lambda v, f: format(v, f) if isinstance(v, (int, float)) else "-"  # noqa: E731
+    out = ["", "## Beyond transformers: the Mamba twin (notebook 09)", "",
+           "tiny-d64-v257 (GPT-NeoX) and tiny-mamba-d64-v257 (Mamba) share corpus, tokenizer, context,",
+           "batch, step budget and seed. C = C_ball with eps = r_inf * 2^-11.", "",
+           "| model | family | n50 (m = 1, 2, 3, 4) | a (tokens/vector) | R^2 | C_ball | C_ball/a |",
+           "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        n50 = ", ".join(fmt(r["n50"].get(m), ".1f") for m in sorted(r["n50"]))
+        out.append(f"| {r['model']} | {r['family']} | {n50} | {fmt(r['slope'], '.2f')} ± "
+                   f"{fmt(r['slope_stderr'], '.2f')} | {fmt(r['r2'], '.3f')} | {fmt(r['C'], '.1f')} | "
+                   f"{fmt(r['ratio'], '.1f')} |")
+    out += ["", "Budget checks (3 times the step budget at m = 1 and 4): see the budget-check table above."]
+    verdicts = {n: beyond.divergence_verdict(bundles.load("radius", n), "tokens") for n in have}
+    said = beyond.conclusion(rows, verdicts)
+    if said:
+        out += ["", f"**What the comparison shows.** {said}"]
+    if have:
+        out += ["", "Radius of the hidden states at the last position against context length L (max over the",
+                "samples; the transformer was trained on 64-token windows, longer inputs extrapolate its rotary",
+                "positions). final: the input of the unembedding (what the bound counts); residual: the input",
+                "of the final norm; ssm: Mamba's recurrent state (max-abs). k: growth exponent, r ~ L^k.", ""]
+        for name in have:
+            b = bundles.load("radius", name)
+            for c in b["curves"]:
+                v = beyond.divergence_verdict(b, c["source"])
+                what = {"tokens": "uniform random tokens", "natural": "held-out text"}.get(c["source"], c["source"])
+                out += [f"**{name}**, inputs: {what}, {c['per_length']} per length "
+                        f"(cap of the final norm: r_inf {c['cap']['r_inf']:.1f}, r_2 {c['cap']['r_2']:.1f}):", "",
+                        "| L | " + " | ".join(str(L) for L in c["lengths"]) + " | k |",
+                        "|---|" + "---|" * (len(c["lengths"]) + 1)]
+                for key in ("final_inf", "final_2", "residual_inf", "residual_2", "ssm_inf"):
+                    if key in c["max"]:
+                        out.append(f"| {key} | " + " | ".join(f"{x:.3g}" for x in c["max"][key])
+                                   + f" | {fmt(v[key]['exponent'], '+.2f')} |")
+                out.append("")
+    return out
+
+
+def budget_table(names, directory=None) -> list[str]:
+    """Each bundle's budget check (accesslib.experiments.bundling.budget_check): n50 at the bundle's
+    step budget and at 3x it, at m = 1 and the largest m, and the verdict of bundles.budget_status."""
+    from accesslib.results import bundles
+
+    fmt = lambda v, f=".1f": format(v, f) if isinstance(v, (int, float)) else "-"  # noqa: E731
+    out = ["", "## Budget convergence: does a larger step budget move n50?", "",
+           "n50 re-measured (same strings, length search and settings) with 3 times the step budget and",
+           "patience (`scripts/make_bundles.py --add-budget-check MODEL`). *Moved*: the two n50 differ by more",
+           "than their combined standard error; a bundle where n50 moved is **budget-limited**: its n50",
+           "measure the step budget as well as the model.", "",
+           "| model | status | m | steps, patience | n50 | steps, patience | n50 | moved (stderr) | strings | "
+           "wall time (s) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for name in names:
+        b = bundles.load("cram", name, directory)
+        label, _ = bundles.budget_status(b)
+        chk = b.get("budget_check")
+        if not chk:
+            out.append(f"| {name} | {label} | - | - | - | - | - | - | - | - |")
+            continue
+        st = chk["settings"]
+        for m, r in sorted(chk["ms"].items(), key=lambda kv: int(kv[0])):
+            out.append(f"| {name} | {label} | {m} | {st['max_steps'][0]}, {st['patience'][0]} | "
+                       f"{fmt(r['n50'])} ± {fmt(r['stderr'])} | {st['max_steps'][1]}, {st['patience'][1]} | "
+                       f"{fmt(r['n50_3x'])} ± {fmt(r['stderr_3x'])} | "
+                       f"{'-' if r['moved'] is None else ('yes' if r['moved'] else 'no')} "
+                       f"({fmt(r['shift'], '+.1f')}) | {sum(r['totals_3x'])} | {fmt(chk['wall_time'], '.0f')} |")
+    return out
+
+
+def sources_table(names, directory=None, *, n: int = 32, B: int = 64) -> list[str]:
+    """How hard each target source is: mean cost in nats per token of B targets of n tokens under
+    each embedded model that has a bundle (teacher-forced cross-entropy after BOS,
+    accesslib.engine.difficulty.cost_table)."""
+    if directory is not None:
+        return []
+    from accesslib.engine import difficulty
+    from accesslib.engine.targets import SOURCE_LABELS, SOURCES
+    from accesslib.models import embedded
+
+    models = [m for m in embedded.names() if m in names]
+    if not models:
+        return []
+    rows = difficulty.cost_table(models, SOURCES, n=n, B=B)
+    out = ["", "## Target sources: how hard a target is", "",
+           "Mean cost of a target under the model, in nats per token: the teacher-forced cross-entropy of",
+           f"its {n} tokens after BOS, over {B} strings (± standard error; seed 0), measured by",
+           "`accesslib.engine.difficulty.cost_table`. A memory must supply what the model does not already",
+           "expect, so a source that costs more nats per token is a harder target. ln|V| is the cost of a",
+           "uniform guess; a trained model can pay far more for uniform random tokens, because it has learned",
+           "to expect almost none of the tokens its training text never had. Sources:", ""]
+    out += [f"- {s}: {SOURCE_LABELS[s]}" for s in SOURCES]
+    out += ["", "words100k is the paper's \"Random\" protocol ([A], [K]: random words from a list of about 100k",
+            "English words; here 115,162 words from SCOWL size 70, `accesslib/data/words100k.LICENSE.txt`);",
+            "words is the smaller list of 10,901 common words.", "",
+            "| model | ln\\|V\\| | " + " | ".join(SOURCES) + " |", "|---|---|" + "---|" * len(SOURCES)]
+    for name in models:
+        r = {row["source"]: row for row in rows if row["model"] == name}
+        out.append(f"| {name} | {r[SOURCES[0]]['ln_vocab']:.2f} | "
+                   + " | ".join(f"{r[s]['nats_per_token']:.2f} ± {r[s]['stderr']:.2f}" for s in SOURCES) + " |")
+    return out
+
+
+def _add_budget_check(a, command):
+    """--add-budget-check: a budget check for shipped bundles, nothing else re-measured."""
+    from accesslib.experiments import bundling
+    from accesslib.models.loading import load_model
+    from accesslib.results import bundles
+    from accesslib.results.store import ResultsStore
+
+    store = ResultsStore(a.store) if a.store else ResultsStore()
+    from accesslib.experiments.beyond import fast_mamba_scan
+    fast_mamba_scan()   # Mamba only: same arithmetic as transformers' torch scan, O(L) backward
+    for name in a.add_budget_check:
+        b = bundles.load("cram", name, a.out)
+        chk = bundling.budget_check(load_model(name), b, a.budget_factor, a.budget_ms, store=store, progress=True,
+                                    command=command)
+        b = bundles.load("cram", name, a.out)   # re-read: keep what another step wrote meanwhile
+        b["budget_check"] = chk
+        path = bundles.save(b, a.out)
+        label, text = bundles.budget_status(b)
+        print(f"{name}: {text} ({chk['wall_time']:.0f} s) -> {path}", flush=True)
 
 
 def _wall(rec) -> str:
@@ -147,7 +288,7 @@ def main(argv=None):
     p.add_argument("--models", nargs="*", default=None, help="default: every embedded model")
     p.add_argument("--m", nargs="+", type=int, default=[1, 2, 3, 4])
     p.add_argument("--samples", type=int, default=16)
-    p.add_argument("--source", default="natural", choices=["natural", "words", "tokens"])
+    p.add_argument("--source", default="natural", choices=["natural", "words", "words100k", "tokens"])
     p.add_argument("--protocol", default="fast", choices=["fast", "paper"])
     p.add_argument("--search", default="bisect", choices=["bisect", "paper", "grid"])
     p.add_argument("--lengths", nargs="+", default=None,
@@ -177,6 +318,23 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads (tiny models are overhead-bound: 1 is fastest, and fair on a shared CPU)")
     p.add_argument("--fast", action="store_true", help="tiny settings (tests): 2 strings, m=1,2, 40 steps")
+    p.add_argument("--geometry-lengths", nargs="+", type=int, default=None,
+                   help="context lengths of the support samples (default 4, 8, ... up to the model's "
+                        "context, 1024 without one: give 4 8 16 32 64 to match a 64-token twin)")
+    p.add_argument("--radius", action="store_true",
+                   help="measure radius-<model>.json (hidden-state radius against context length) for "
+                        "--models (default: notebook 09's twins) instead of cramming")
+    p.add_argument("--radius-lengths", nargs="+", type=int, default=None,
+                   help="--radius: context lengths (default 4 8 ... 4096)")
+    p.add_argument("--radius-samples", type=int, default=16, help="--radius: inputs per length and source")
+    p.add_argument("--with-budget-check", action="store_true",
+                   help="after measuring a bundle, re-measure n50 at m = 1 and the largest m with "
+                        "--budget-factor times the step budget and patience; store it as budget_check")
+    p.add_argument("--add-budget-check", nargs="+", default=None, metavar="MODEL",
+                   help="add that budget check to these existing bundles, re-measuring nothing else")
+    p.add_argument("--budget-factor", type=int, default=3, help="budget check: step budget multiple (default 3)")
+    p.add_argument("--budget-ms", nargs="+", type=int, default=None, metavar="M",
+                   help="budget check: these m (default: 1 and the largest m of the bundle)")
     a = p.parse_args(argv)
 
     import torch
@@ -189,7 +347,11 @@ def main(argv=None):
     torch.set_num_threads(max(1, a.threads))
 
     command = "python " + " ".join(shlex.quote(x) for x in [sys.argv[0]] + list(argv if argv is not None else sys.argv[1:]))
-    if a.geometry_only and not a.table_only:
+    if a.radius and not a.table_only:
+        _beyond(a, command)
+    elif a.add_budget_check and not a.table_only:
+        _add_budget_check(a, command)
+    elif a.geometry_only and not a.table_only:
         from accesslib.models.loading import load_model
         for name in a.models or bundles.available("cram"):
             t0 = time.perf_counter()
@@ -222,6 +384,8 @@ def main(argv=None):
         geometry_options = None
         if a.geometry_file:
             geometry = json.loads(Path(a.geometry_file).read_text())
+        if a.geometry_lengths:
+            geometry_options = dict(lengths=a.geometry_lengths)
         if a.fast:
             a.samples, a.m = min(a.samples, 2), a.m[:2]
             a.max_steps = a.max_steps or 40
@@ -235,11 +399,15 @@ def main(argv=None):
                 p.error("--search grid needs --lengths")
             overrides["lengths"] = parse_lengths(a.lengths, a.m, p.error)
         store = ResultsStore(a.store) if a.store else ResultsStore()
+        if any(n in embedded.names("mamba") for n in models):
+            from accesslib.experiments.beyond import fast_mamba_scan
+            fast_mamba_scan()   # same arithmetic as transformers' torch scan, O(L) backward
         for name in models:
             t0 = time.perf_counter()
             b = bundling.make_cramming_bundle(name, a.m, samples=a.samples, source=a.source, protocol=a.protocol,
                                              search=a.search, store=store, command=command,
                                              geometry=geometry, geometry_options=geometry_options,
+                                             budget_check=a.budget_factor if a.with_budget_check else False,
                                              **overrides)
             path = bundles.save(b, a.out)
             sl = b["slope"] or {}
@@ -251,6 +419,20 @@ def main(argv=None):
         Path(a.table).parent.mkdir(parents=True, exist_ok=True)
         Path(a.table).write_text(table_markdown())
         print(f"tables -> {a.table}")
+
+
+def _beyond(a, command):
+    """--radius (notebook 09): the radius bundles of --models (default: the twins)."""
+    from accesslib.experiments import beyond
+    from accesslib.results import bundles
+
+    beyond.fast_mamba_scan()   # Mamba only: same arithmetic as transformers' torch scan, O(L) backward
+    for name in a.models or list(beyond.TWINS.values()):
+        t0 = time.perf_counter()
+        b = beyond.radius_bundle(name, a.radius_lengths or beyond.RADIUS_LENGTHS, a.radius_samples,
+                                 progress=True, command=command)
+        path = bundles.save(b, a.out)
+        print(f"{name}: radius measured in {time.perf_counter() - t0:.0f} s -> {path}", flush=True)
 
 
 if __name__ == "__main__":

@@ -14,9 +14,14 @@ raises a ValueError naming the source, n, B and how many it can supply.
 Sources (docs/paper.md, section 5):
 - ``random_tokens``: token ids uniform over the vocabulary minus excluded (special) ids: the
   hardest case, ln|V| nats per token.
-- ``random_words``: words drawn uniformly from the shipped word list (``data/words.txt``,
-  10,901 common English words, SCOWL sizes 10+20; licence in ``data/words.LICENSE.txt``),
-  joined with spaces, tokenized, cut to n tokens: [A]'s "Random" strings.
+- ``random_words``: words drawn uniformly from a shipped word list, joined with spaces,
+  tokenized, cut to n tokens: [A]'s "Random" strings. Source ``words100k`` is [A]'s and [K]'s
+  protocol: 115,162 English words (``data/words100k.txt.gz``, SCOWL size 70 from Debian's
+  ``wamerican-large``, rebuilt by ``scripts/make_wordlist.py``; licence in
+  ``data/words100k.LICENSE.txt``), many of them rare: on the embedded models its strings cost
+  more nats per token than common words (docs/cramming-results.md). Source ``words``
+  ("common words") draws from 10,901 common words (``data/words.txt``, SCOWL sizes 10+20;
+  licence in ``data/words.LICENSE.txt``), an easier target per token.
 - ``natural_text``: chunks of a public-domain text starting at a line start, cut to n tokens:
   [A]'s "PG19" strings. By default the held-out split of the shipped King James Bible
   (``accesslib.models.embedded.corpus_split("heldout")``), which the embedded models never saw.
@@ -24,6 +29,7 @@ Sources (docs/paper.md, section 5):
 from __future__ import annotations
 
 import functools
+import gzip
 import hashlib
 import math
 from pathlib import Path
@@ -35,14 +41,22 @@ import torch
 from accesslib._checks import check_choice, check_int, check_seed, fail
 from accesslib.config import data_path
 
-__all__ = ["SOURCES", "random_tokens", "random_words", "natural_text", "make_targets", "word_list"]
+__all__ = ["SOURCES", "SOURCE_LABELS", "WORD_FILES", "random_tokens", "random_words", "natural_text", "make_targets", "word_list"]
 
 #: Names accepted by :func:`make_targets` (and by ``accessibility_curve(source=...)``).
-SOURCES = ("natural", "words", "tokens")
+SOURCES = ("natural", "words", "words100k", "tokens")
 
-_WORDS_PATH = data_path("words.txt")
-# Salts keep the streams of the three sources independent for the same seed.
-_SALT = {"tokens": 11, "words": 23, "natural": 37}
+#: What each source is, in a reader's words.
+SOURCE_LABELS = {"natural": "natural text", "words": "random common words",
+                 "words100k": "random words from a 100k-word list (the paper's protocol)",
+                 "tokens": "uniform random tokens"}
+
+#: The shipped word list of each random-words source (files in ``accesslib/data``).
+WORD_FILES = {"words": "words.txt", "words100k": "words100k.txt.gz"}
+
+_WORDS_PATH = data_path(WORD_FILES["words"])
+# Salts keep the streams of the sources independent for the same seed.
+_SALT = {"tokens": 11, "words": 23, "natural": 37, "words100k": 29}
 
 
 def _check(n, B, seed):
@@ -116,33 +130,39 @@ def random_tokens(vocab_size: int, n: int, B: int, seed: int = 0, exclude: Itera
 
 
 @functools.lru_cache(maxsize=4)
-def word_list(path: str | None = None) -> tuple[str, ...]:
-    """The shipped word list (or a file of one word per line; '#' lines are comments)."""
-    p = Path(path) if path is not None else _WORDS_PATH
-    words = tuple(w.strip() for w in p.read_text(encoding="utf-8").splitlines()
-                  if w.strip() and not w.startswith("#"))
+def word_list(path: str | None = None, *, source: str = "words") -> tuple[str, ...]:
+    """The shipped word list of a random-words ``source`` (a key of :data:`WORD_FILES`: "words",
+    the common words, or "words100k", the paper's 100k list), or a file of one word per line
+    (gzip-compressed when it ends in ``.gz``); '#' lines are comments."""
+    check_choice("source", source, tuple(WORD_FILES))
+    p = Path(path) if path is not None else data_path(WORD_FILES[source])
+    raw = gzip.decompress(p.read_bytes()).decode("utf-8") if p.suffix == ".gz" else p.read_text(encoding="utf-8")
+    words = tuple(w.strip() for w in raw.splitlines() if w.strip() and not w.startswith("#"))
     if not words:
         raise ValueError(f"word list {p} is empty")
     return words
 
 
 def random_words(tokenizer, n: int, B: int, seed: int = 0, *, words: Sequence[str] | None = None,
-                 return_texts: bool = False):
+                 return_texts: bool = False, source: str = "words"):
     """B strings of random words joined by spaces, tokenized and cut to n tokens ([A]'s "Random").
 
-    Words are drawn uniformly with replacement from ``words`` (default: the shipped list) as a
+    ``source`` names the shipped list and the random stream: "words" (common words) or
+    "words100k" (the paper's 100k-word list); ``words`` replaces the list (same stream).
+    Words are drawn uniformly with replacement from the list as a
     stream of blocks, so a longer n extends the same string. The B strings are distinct: a string
     equal to an earlier one is replaced by a fresh draw of words from its sample's stream (a
     ValueError when no new string turns up in many draws). Returns LongTensor [B, n] (and the
     decoded texts of the n tokens if ``return_texts``).
     """
     _check(n, B, seed)
-    vocab = tuple(words) if words is not None else word_list()
+    check_choice("source", source, tuple(WORD_FILES))
+    vocab = tuple(words) if words is not None else word_list(source=source)
     if not vocab:
         raise ValueError("words must not be empty")
     rows, texts, seen = [], [], set()
     for i in range(B):
-        rng = _rng("words", seed, i)
+        rng = _rng(source, seed, i)
         for _ in range(_REDRAWS + 1):
             drawn: list[str] = []
             while True:
@@ -154,7 +174,7 @@ def random_words(tokenizer, n: int, B: int, seed: int = 0, *, words: Sequence[st
             if tuple(ids[:n]) not in seen:
                 break
         else:
-            _too_few("words", n, B, f"it gave {len(seen)} distinct strings, then none new in "
+            _too_few(source, n, B, f"it gave {len(seen)} distinct strings, then none new in "
                      f"{_REDRAWS} further draws")
         seen.add(tuple(ids[:n]))
         rows.append(ids[:n])
@@ -252,8 +272,8 @@ def make_targets(source: str, n: int, B: int, seed: int = 0, *, tokenizer=None, 
         return random_tokens(vocab_size, n, B, seed, exclude, tokenizer=tokenizer, return_texts=True)
     if tokenizer is None:
         raise ValueError(f"source={source!r} needs a tokenizer (the model has none: use source='tokens')")
-    if source == "words":
-        return random_words(tokenizer, n, B, seed, return_texts=True)
+    if source in WORD_FILES:
+        return random_words(tokenizer, n, B, seed, source=source, return_texts=True)
     return natural_text(tokenizer, n, B, seed, text, return_texts=True)
 
 

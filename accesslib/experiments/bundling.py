@@ -1,11 +1,13 @@
 """Making results bundles: the measurements behind the pages that open complete.
 
 A bundle (:mod:`accesslib.results.bundles`) keeps a model's accessibility curves, slope fit and
-geometry; this module measures them (cramming curves, geometry report, effective eps) and
-returns the bundle dict. ``scripts/make_bundles.py`` is its command line.
+geometry; this module measures them (cramming curves, geometry report, effective eps, and
+:func:`budget_check`: whether a longer step budget moves n50) and returns the bundle dict.
+``scripts/make_bundles.py`` is its command line.
 """
 from __future__ import annotations
 
+import math
 import time
 from datetime import datetime, timezone
 
@@ -15,6 +17,7 @@ from accesslib.results.bundles import (
     BUNDLE_VERSION,
     curve_record,
     effective_record,
+    finite_or_none,
     geometry_record,
     slope_record,
 )
@@ -74,10 +77,147 @@ def measure_geometry(lm, model_name, *, seed=0, progress=True, effective_eps=16,
     return rec
 
 
+def _base_settings(settings: dict, *, from_json: bool) -> dict:
+    """Cram settings as the engine takes them: lists back to tuples (betas), and for a bundle
+    written before ``patience_on`` was a setting, the rule its strings were crammed with (loss)."""
+    out = {k: (tuple(v) if k == "betas" and isinstance(v, list) else v) for k, v in settings.items()}
+    if from_json:
+        out.setdefault("patience_on", "loss")
+    return out
+
+
+def _usable(n50, se, k, status, lengths):
+    """(n50, stderr) of a fit that locates a falling curve's midpoint among the lengths measured,
+    else (None, None): a failed, flat or rising fit, or one that extrapolates (all strings crammed
+    or none) says nothing a budget check can compare."""
+    if status not in ("ok", "separated") or None in (n50, se, k) or not lengths:
+        return None, None
+    if not (k < 0 and math.isfinite(se) and min(lengths) <= n50 <= max(lengths)):
+        return None, None
+    return float(n50), float(se)
+
+
+def _moved(n50, se, n50_x, se_x):
+    """|n50_x - n50| > sqrt(se^2 + se_x^2), or None when a fit gave no n50 or no stderr."""
+    if None in (n50, se, n50_x, se_x):
+        return None, None
+    comb = math.hypot(se, se_x)
+    shift = (n50_x - n50) / comb if comb > 0 else None
+    return (abs(n50_x - n50) > comb), shift
+
+
+def budget_check(lm, bundle_or_curves, factor: int = 3, ms=None, *, samples: int | None = None, store=None,
+                 progress: bool = False, on_string=None, batch_size: int | None = None, precision: float = 0.02,
+                 command: str = "") -> dict:
+    """Is n50 a property of the model or of the step budget? Re-measure it with ``factor`` times
+    the budget and see whether it moves.
+
+    ``bundle_or_curves``: a cramming bundle dict (:func:`make_cramming_bundle`) or the list of
+    :class:`accesslib.experiments.curves.AccessibilityCurve` it was made from (then give
+    ``samples``). For each m of ``ms`` (default: 1 and the largest m measured) the curve is
+    measured again through one engine with the same source, seed (hence the same strings at
+    each length), length search, strings per length and cram settings, except ``max_steps`` and
+    ``patience``, both multiplied by ``factor`` (the store keeps those strings apart: the budget
+    enters the protocol hash). The n50 at the original budget is the one recorded.
+
+    n50 has *moved* when |n50_x - n50| > sqrt(stderr^2 + stderr_x^2) (their combined standard
+    error); a bundle is budget-limited when it moved at any m checked. An n50 counts only when
+    its fit locates a falling curve's midpoint among the lengths measured (else it is None and
+    the m is *inconclusive*). Returns::
+
+        {factor, ms: {"1": {n50, stderr, n50_3x, stderr_3x, shift, moved, lengths_3x,
+         successes_3x, totals_3x, strings_crammed, strings_from_store}, ...},
+         budget_limited, inconclusive: [m whose fit gave no n50 or stderr], settings, wall_time,
+         created, hardware, command}
+
+    (``shift``: the move in units of the combined stderr; ``settings``: source, samples, search,
+    seed, protocol, max_steps and patience at both budgets.)
+    """
+    from accesslib._checks import check_int, check_int_list
+    from accesslib.experiments.curves import accessibility_curves
+    from accesslib.theory.stats import fit_n50
+
+    factor = check_int("factor", factor, 2)
+    if isinstance(bundle_or_curves, dict):
+        b = bundle_or_curves
+        base = {int(c["m"]): dict(c, n50=None, n50_stderr=None) for c in b["curves"]}
+        for c in b["curves"]:
+            n50, se = _usable(c["n50"], c["n50_stderr"], c.get("k"), c.get("fit_status"), c["lengths"])
+            base[int(c["m"])].update(n50=n50, n50_stderr=se)
+        name, source, seed, search = b["model"], b["source"], int(b.get("seed", 0)), b["search"]
+        protocol, samples = b.get("protocol"), int(samples or b["samples"])
+        settings = _base_settings(b["settings"], from_json=True)
+    else:
+        cs = list(bundle_or_curves)
+        if not cs:
+            raise ValueError("bundle_or_curves must be a bundle dict or a non-empty list of curves; got []")
+        if samples is None:
+            raise ValueError("samples must be given with a list of curves (strings per length); got None")
+        base = {}
+        for c in cs:
+            fit = c.fit()
+            n50, se = _usable(finite_or_none(fit.n50), finite_or_none(fit.stderr), finite_or_none(fit.k), fit.status, c.lengths)
+            base[int(c.m)] = dict(m=c.m, n50=n50, n50_stderr=se, lengths=list(c.lengths))
+        name, source, seed, search, protocol = cs[0].model, cs[0].source, cs[0].seed, cs[0].search, None
+        settings = _base_settings(cs[0].settings, from_json=False)
+        samples = check_int("samples", samples, 1)
+    ms = sorted({1, max(base)} & set(base)) if ms is None else check_int_list("ms", ms, 1)
+    missing = [m for m in ms if m not in base]
+    if missing:
+        raise ValueError(f"ms must be among the measured m {sorted(base)}; got {list(ms)}")
+    longer = dict(settings, max_steps=int(settings["max_steps"]) * factor,
+                  patience=int(settings["patience"]) * factor)
+    lengths = {m: base[m]["lengths"] for m in ms} if search == "grid" else None
+    if isinstance(lm, str):
+        from accesslib.models.loading import load_model
+        lm = load_model(lm)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(desc=f"{name} budget x{factor}", unit="str")
+
+    def tick(row):
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(m=row["m"], n=row["n"])
+        if on_string is not None:
+            on_string(row)
+
+    t0 = time.perf_counter()
+    try:
+        curves = accessibility_curves(lm, ms, lengths, samples=samples, source=source, seed=seed, store=store,
+                                      search=search, protocol=longer, model_name=name, on_string=tick,
+                                      batch_size=batch_size, precision=precision)
+    finally:
+        if bar is not None:
+            bar.close()
+    out, inconclusive = {}, []
+    for m, c in zip(ms, curves):
+        fit = fit_n50(c)
+        n50, se = base[m]["n50"], base[m]["n50_stderr"]
+        n50_x, se_x = _usable(finite_or_none(fit.n50), finite_or_none(fit.stderr), finite_or_none(fit.k), fit.status, c.lengths)
+        moved, shift = _moved(n50, se, n50_x, se_x)
+        if moved is None or c.interrupted:
+            inconclusive.append(int(m))
+        out[str(m)] = dict(n50=n50, stderr=se, n50_3x=n50_x, stderr_3x=se_x, shift=shift,
+                           moved=None if c.interrupted else moved, lengths_3x=list(c.lengths),
+                           successes_3x=list(c.successes), totals_3x=list(c.totals),
+                           strings_crammed=c.strings_crammed, strings_from_store=c.strings_from_store)
+    wall = time.perf_counter() - t0
+    return dict(factor=factor, ms=out, budget_limited=any(r["moved"] is True for r in out.values()),
+                inconclusive=inconclusive,
+                settings=dict(source=source, samples=samples, search=search, seed=seed, protocol=protocol,
+                              max_steps=[int(settings["max_steps"]), longer["max_steps"]],
+                              patience=[int(settings["patience"]), longer["patience"]]),
+                wall_time=round(wall, 1), created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                hardware=hardware(), command=command)
+
+
 def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16, source: str = "natural",
                          protocol: str = "fast", search: str = "bisect", seed: int = 0, store=None,
                          examples: int = 3, progress: bool = True, command: str = "", geometry: bool = True,
-                         geometry_options: dict | None = None, **cram_overrides) -> dict:
+                         geometry_options: dict | None = None, budget_check: bool | int = False,
+                         **cram_overrides) -> dict:
     """Measure accessibility curves of ``model_name`` for each m and return the bundle dict.
 
     Uses :func:`accesslib.experiments.curves.accessibility_curve` (strings go to ``store`` when given,
@@ -87,6 +227,8 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
     With ``geometry`` the model's support and decoder cells are
     measured too (:func:`accesslib.engine.geometry.geometry_report`), so the apps can draw the
     refined bounds; ``geometry`` may also be a geometry record measured before (a dict).
+    With ``budget_check`` (True: factor 3, or the factor) the bundle's "budget_check" holds
+    :func:`budget_check` of the curves just measured (None when not checked).
     """
     from accesslib.experiments.curves import accessibility_curves
     from accesslib.models.loading import load_model
@@ -130,11 +272,20 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
     elif isinstance(geometry, dict):   # a record measured before (python -m accesslib geometry --out)
         geo = geometry
     f = lm.facts
-    return dict(kind="cram", version=BUNDLE_VERSION, model=model_name,
-                facts=dict(d=f.d, vocab_size=f.vocab_size, dtype=f.dtype, family=f.family,
-                           max_context=f.max_context),
-                source=source, samples=samples, search=search, seed=seed, protocol=protocol,
-                settings={k: (list(v) if isinstance(v, tuple) else v) for k, v in (settings or {}).items()},
-                curves=curves, slope=slope_record(curves), examples=ex, geometry=geo,
-                created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                hardware=hardware(), wall_time=round(time.perf_counter() - t0, 1), command=command)
+    bundle = dict(kind="cram", version=BUNDLE_VERSION, model=model_name,
+                  facts=dict(d=f.d, vocab_size=f.vocab_size, dtype=f.dtype, family=f.family,
+                             max_context=f.max_context),
+                  source=source, samples=samples, search=search, seed=seed, protocol=protocol,
+                  settings={k: (list(v) if isinstance(v, tuple) else v) for k, v in (settings or {}).items()},
+                  curves=curves, slope=slope_record(curves), examples=ex, geometry=geo,
+                  created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                  hardware=hardware(), wall_time=round(time.perf_counter() - t0, 1), command=command,
+                  budget_check=None)
+    if budget_check:
+        # the module's function (the keyword of the same name shadows it here)
+        from accesslib.experiments.bundling import budget_check as check
+        factor = 3 if budget_check is True else int(budget_check)
+        bundle["budget_check"] = check(lm, cs, factor, samples=samples, store=store, progress=progress,
+                                       precision=float(kw.get("precision", 0.02)), command=command)
+        bundle["budget_check"]["settings"]["protocol"] = protocol
+    return bundle

@@ -66,7 +66,8 @@ def save(bundle: dict, directory: str | os.PathLike | None = None) -> Path:
     return p
 
 
-def _finite(x):
+def finite_or_none(x):
+    """x as a float, or None when it is None, NaN or infinite (JSON has no NaN)."""
     return None if x is None or x != x or x in (float("inf"), float("-inf")) else float(x)
 
 
@@ -74,8 +75,8 @@ def curve_record(curve) -> dict:
     """A JSON-able summary of an :class:`accesslib.experiments.curves.AccessibilityCurve` with its fit."""
     fit = curve.fit()
     return dict(m=curve.m, lengths=list(curve.lengths), successes=list(curve.successes),
-                totals=list(curve.totals), n50=_finite(fit.n50), n50_stderr=_finite(fit.stderr),
-                k=_finite(fit.k), fit_status=fit.status, fit_message=fit.message,
+                totals=list(curve.totals), n50=finite_or_none(fit.n50), n50_stderr=finite_or_none(fit.stderr),
+                k=finite_or_none(fit.k), fit_status=fit.status, fit_message=fit.message,
                 strings_crammed=curve.strings_crammed, strings_from_store=curve.strings_from_store,
                 wall_time=round(curve.wall_time, 2), interrupted=curve.interrupted)
 
@@ -89,8 +90,8 @@ def slope_record(curves: list[dict]) -> dict | None:
         return None
     ms, ys, _ = zip(*pts)
     fit = fit_slope(ms, ys)
-    return dict(slope=fit.slope, intercept=fit.intercept, r2=_finite(fit.r2),
-                slope_stderr=_finite(fit.slope_stderr), n_points=fit.n_points, weighted=False)
+    return dict(slope=fit.slope, intercept=fit.intercept, r2=finite_or_none(fit.r2),
+                slope_stderr=finite_or_none(fit.slope_stderr), n_points=fit.n_points, weighted=False)
 
 
 def geometry_record(report, effective=None) -> dict:
@@ -108,7 +109,7 @@ def geometry_record(report, effective=None) -> dict:
     if report.sconv is not None:
         sc, cells = report.sconv, report.cells
         hit = np.flatnonzero(cells.counts)
-        rec.update(s_conv=sc.s_conv, s_conv_r2=_finite(sc.r2), s_conv_zero_hit=sc.zero_hit,
+        rec.update(s_conv=sc.s_conv, s_conv_r2=finite_or_none(sc.r2), s_conv_zero_hit=sc.zero_hit,
                    zero_hit_tokens=sc.n_zero, cells_n_samples=cells.n_samples,
                    cells_assign=cells.assign, cells_support=cells.support,
                    cells_sample_limited=bool(sc.sample_limited),
@@ -131,6 +132,59 @@ def effective_record(effective) -> dict:
                 n_tokens=int(effective.n_tokens), t_max=float(effective.t_max),
                 median=float(med) if np.isfinite(med) else None)
 
+
+
+#: Labels of :func:`budget_status`.
+BUDGET_LABELS = ("converged", "budget-limited", "inconclusive", "not checked")
+
+
+def _fmt(x, f=".1f") -> str:
+    return format(x, f) if isinstance(x, (int, float)) else "?"
+
+
+def budget_status(bundle: dict) -> tuple[str, str]:
+    """Whether a bundle's n50 are a property of the model or of its step budget: (label, text).
+
+    Reads the bundle's "budget_check" (:func:`accesslib.experiments.bundling.budget_check`: n50
+    re-measured with a larger step budget and patience) and its "budget_checks" (the same
+    lengths and strings at both budgets, ``accesslib.experiments.beyond.budget_check``). A check
+    *moved* when the two n50 differ by more than their combined standard error. Label:
+    "budget-limited" when any check moved, "converged" when every check stayed within it,
+    "inconclusive" when a check could not fit n50 (and none moved), "not checked" without one.
+    The text says it in a reader's words, with the n50 at both budgets.
+    """
+    rows = []   # (m, n50, n50 at the larger budget, moved, steps, larger steps, factor)
+    chk = bundle.get("budget_check")
+    if chk:
+        st = chk.get("settings") or {}
+        steps = st.get("max_steps") or [None, None]
+        for m, r in sorted((chk.get("ms") or {}).items(), key=lambda kv: int(kv[0])):
+            rows.append((int(m), r.get("n50"), r.get("n50_3x"), r.get("moved"), steps[0], steps[1],
+                         chk.get("factor")))
+    for c in bundle.get("budget_checks") or []:
+        shift = c.get("shift")
+        steps = c.get("max_steps") or [None, None]
+        rows.append((int(c["m"]), c["n50"][0], c["n50"][1], None if shift is None else abs(shift) > 1,
+                     steps[0], steps[1], c.get("factor")))
+    if not rows:
+        return "not checked", ("Budget not checked: nobody has re-measured these n50 with a larger step budget "
+                               "(scripts/make_bundles.py --add-budget-check).")
+    moved = [r for r in rows if r[3] is True]
+    unknown = [r for r in rows if r[3] is None]
+
+    def say(rs):
+        return "; ".join(f"m = {m}: {_fmt(a)} with {s0} steps, {_fmt(b)} with {s1}" for m, a, b, _, s0, s1, _ in rs)
+
+    factor = rows[0][6]
+    if moved:
+        return "budget-limited", (f"Budget-limited: with {factor}x the step budget n50 moved by more than its "
+                                  f"standard error ({say(moved)}), so these n50 measure the step budget as well "
+                                  "as the model.")
+    if unknown:
+        return "inconclusive", (f"Budget check inconclusive: no n50 could be fitted at m = "
+                                f"{', '.join(str(r[0]) for r in unknown)} ({say(unknown)}).")
+    return "converged", (f"Converged: with {factor}x the step budget n50 moved by less than its standard error "
+                         f"({say(rows)}).")
 
 
 def predicted_slopes(bundle: dict, eps: float, r: float) -> dict:

@@ -183,7 +183,7 @@ def test_app_shows_a_bad_accesslib_public_and_runs_nothing(monkeypatch, tmp_path
 @pytest.mark.parametrize("kwargs, start", [
     (dict(targets=torch.zeros(2, 2)), "targets must be a LongTensor"),
     (dict(targets=torch.zeros(4, dtype=torch.long)), "targets must be 2-D [B, n]"),
-    (dict(targets=[[1, 2]]), "targets must be a torch.LongTensor"),
+    (dict(targets="12"), "targets must be a torch.LongTensor"),
     (dict(m="2"), "m must be a whole number >= 1; got '2'"),
     (dict(m=1.0), "m must be a whole number >= 1; got 1.0"),
     (dict(lr="0.1"), "lr must be a finite number > 0; got '0.1'"),

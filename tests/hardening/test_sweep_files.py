@@ -76,13 +76,13 @@ CASES = [
      "initializer_range; got ['dd']"),
     ("unknown-engine", _engine("{protocol: fast, max_stpes: 3}"),
      "engine keys must be among protocol, prefix_ids, first_token_as_input, lr, betas, weight_decay, "
-     "max_steps, patience, schedule, autocast_dtype, init_std, verify, eps; got ['max_stpes']"),
+     "max_steps, patience, schedule, autocast_dtype, init_std, verify, eps, batch_size, rows_per_pass, profile, patience_on; got ['max_stpes']"),
     ("engine-seed-is-the-sweeps", _engine("{seed: 3}"),
      "engine keys must be among protocol, prefix_ids, first_token_as_input, lr, betas, weight_decay, "
-     "max_steps, patience, schedule, autocast_dtype, init_std, verify, eps; got ['seed']"),
+     "max_steps, patience, schedule, autocast_dtype, init_std, verify, eps, batch_size, rows_per_pass, profile, patience_on; got ['seed']"),
     ("unknown-engine-protocol-mapping", _engine("{protocol: {lr: 0.1, step: 3}}"),
      "engine.protocol keys must be among prefix_ids, first_token_as_input, lr, betas, weight_decay, "
-     "max_steps, patience, schedule, autocast_dtype, init_std, verify, eps; got ['step']"),
+     "max_steps, patience, schedule, autocast_dtype, init_std, verify, eps, batch_size, rows_per_pass, profile, patience_on; got ['step']"),
     ("unknown-search", BASE + "m: [1]\nsearch: {method: bisect, steps: 3}\n",
      "search options must be among method, pilot, precision, max_length, start; got ['steps']"),
     ("unknown-range-key", BASE + "m: [1]\nlengths: {start: 1, stop: 4, every: 2}\n",
@@ -115,7 +115,7 @@ CASES = [
     ("device-cuda-x", OK + "device: 'cuda:x'\n", "device must be one of 'cpu', 'cuda', 'cuda:N', 'auto'; got 'cuda:x'"),
     ("dtype", OK + "dtype: int8\n", "dtype must be one of 'float32', 'bfloat16', 'float16'; got 'int8'"),
     ("store-number", OK + "store: 5\n", "store must be a non-empty text of at most 1,000 characters; got 5"),
-    ("source", OK + "source: pg19\n", "source must be one of 'natural', 'words', 'tokens'; got 'pg19'"),
+    ("source", OK + "source: pg19\n", "source must be one of 'natural', 'words', 'words100k', 'tokens'; got 'pg19'"),
     ("write", OK + "write: nfs\n", "write must be one of 'auto', 'worker', 'client'; got 'nfs'"),
     ("search-method", BASE + "m: [1]\nsearch: {method: grid}\n",
      "search.method must be one of 'bisect', 'paper' (a fixed grid is 'lengths:'); got 'grid'"),

@@ -1,0 +1,153 @@
+"""Budget convergence as a measured property: bundling.budget_check, bundles.budget_status and
+scripts/make_bundles.py --with-budget-check / --add-budget-check, on the default embedded model."""
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from accesslib.experiments import bundling  # noqa: E402
+from accesslib.experiments.curves import protocol_hash_for  # noqa: E402
+from accesslib.models import embedded  # noqa: E402
+from accesslib.results import bundles  # noqa: E402
+from accesslib.results.store import ResultsStore  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = str(ROOT / "scripts" / "make_bundles.py")
+LENGTHS = [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+@pytest.fixture(scope="module")
+def short_budget(tmp_path_factory):
+    """A grid bundle crammed with 45 steps, checked with 10x that (450 steps, patience 450):
+    at 45 steps the warm-up and cosine decay leave too few steps, and n50 moves."""
+    store = tmp_path_factory.mktemp("budget") / "s.sqlite"
+    b = bundling.make_cramming_bundle(embedded.DEFAULT, (1,), samples=8, source="natural", protocol="fast",
+                                      search="grid", lengths={1: LENGTHS}, max_steps=45, patience=45,
+                                      store=store, geometry=False, progress=False, budget_check=10)
+    return b, store
+
+
+def test_the_check_recrams_the_same_strings_with_the_larger_budget(short_budget):
+    b, store = short_budget
+    chk = b["budget_check"]
+    assert chk["factor"] == 10 and set(chk["ms"]) == {"1"}
+    assert chk["settings"]["max_steps"] == [45, 450] and chk["settings"]["patience"] == [45, 450]
+    assert chk["settings"]["protocol"] == "fast" and chk["settings"]["samples"] == 8
+    r = chk["ms"]["1"]
+    assert r["lengths_3x"] == LENGTHS and r["totals_3x"] == [8] * 8 and r["strings_crammed"] == 64
+    rows = ResultsStore(store).rows()
+    short = protocol_hash_for("fast", {"max_steps": 45, "patience": 45})
+    long = protocol_hash_for("fast", {"max_steps": 450, "patience": 450})
+    by = {h: {(x["n"], x["sample"]): x for x in rows if x["protocol_hash"] == h} for h in (short, long)}
+    assert len(by[short]) == len(by[long]) == 64 and by[short].keys() == by[long].keys()
+    assert all(by[short][k]["target_hash"] == by[long][k]["target_hash"] for k in by[short])   # paired
+    assert max(x["steps"] for x in by[short].values()) <= 45 < max(x["steps"] for x in by[long].values())
+    # the counts are the store's, the base n50 is the bundle's own fit
+    assert r["successes_3x"] == [sum(by[long][(n, i)]["success"] for i in range(8)) for n in LENGTHS]
+    assert r["n50"] == pytest.approx(b["curves"][0]["n50"])
+
+
+def test_a_short_budget_is_caught(short_budget):
+    b, _ = short_budget
+    r = b["budget_check"]["ms"]["1"]
+    assert sum(r["successes_3x"]) > sum(b["curves"][0]["successes"])     # more steps cram more strings
+    comb = math.hypot(r["stderr"], r["stderr_3x"])
+    assert r["shift"] == pytest.approx((r["n50_3x"] - r["n50"]) / comb)
+    assert r["moved"] is (abs(r["n50_3x"] - r["n50"]) > comb) is True
+    assert b["budget_check"]["budget_limited"] is True and b["budget_check"]["inconclusive"] == []
+    label, text = bundles.budget_status(b)
+    assert label == "budget-limited"
+    assert f"m = 1: {r['n50']:.1f} with 45 steps, {r['n50_3x']:.1f} with 450" in text
+
+
+def test_a_bundle_read_back_from_json_resumes_from_the_store(short_budget, tmp_path):
+    """The check of a saved bundle (lists, not tuples; settings as written) finds the same strings
+    under the same protocol hash: nothing is crammed again and the result is the same."""
+    b, store = short_budget
+    bundles.save(b, tmp_path)
+    saved = json.loads((tmp_path / f"cram-{embedded.DEFAULT}.json").read_text())
+    again = bundling.budget_check(embedded.DEFAULT, saved, 10, store=store)
+    r0, r1 = b["budget_check"]["ms"]["1"], again["ms"]["1"]
+    assert r1["strings_crammed"] == 0 and r1["strings_from_store"] == 64
+    assert {k: r1[k] for k in ("n50", "n50_3x", "moved", "successes_3x")} == \
+        {k: r0[k] for k in ("n50", "n50_3x", "moved", "successes_3x")}
+    with pytest.raises(ValueError, match=r"ms must be among the measured m \[1\]; got \[2\]"):
+        bundling.budget_check(embedded.DEFAULT, saved, 3, [2])
+    with pytest.raises(ValueError, match="factor must be a whole number >= 2; got 1"):
+        bundling.budget_check(embedded.DEFAULT, saved, 1)
+
+
+def _bundle(**extra):
+    return dict(kind="cram", model="x", curves=[], **extra)
+
+
+def _check(moved_by_m, n50=5.0, se=0.2):
+    ms = {str(m): dict(n50=n50, stderr=se, n50_3x=n50 + d, stderr_3x=se, moved=mv, shift=None)
+          for m, (d, mv) in moved_by_m.items()}
+    return dict(factor=3, ms=ms, budget_limited=any(mv is True for _, mv in moved_by_m.values()),
+                settings=dict(max_steps=[1000, 3000], patience=[200, 600]), wall_time=1.0)
+
+
+def test_budget_status_labels_and_words():
+    assert bundles.budget_status(_bundle())[0] == "not checked"
+    assert "--add-budget-check" in bundles.budget_status(_bundle(budget_check=None))[1]
+    label, text = bundles.budget_status(_bundle(budget_check=_check({1: (0.1, False), 4: (-0.2, False)})))
+    assert label == "converged"
+    assert text == ("Converged: with 3x the step budget n50 moved by less than its standard error "
+                    "(m = 1: 5.0 with 1000 steps, 5.1 with 3000; m = 4: 5.0 with 1000 steps, 4.8 with 3000).")
+    label, text = bundles.budget_status(_bundle(budget_check=_check({1: (0.1, False), 4: (2.0, True)})))
+    assert label == "budget-limited" and "(m = 4: 5.0 with 1000 steps, 7.0 with 3000)" in text
+    assert bundles.budget_status(_bundle(budget_check=_check({1: (0.0, None)})))[0] == "inconclusive"
+    # the grid checks of notebook 09 (same lengths and strings at both budgets) count too
+    grid = dict(m=1, n50=[5.0, 6.5], n50_stderr=[0.5, 0.5], max_steps=[1000, 3000], factor=3, shift=2.12)
+    assert bundles.budget_status(_bundle(budget_checks=[grid]))[0] == "budget-limited"
+    assert bundles.budget_status(_bundle(budget_checks=[dict(grid, shift=0.4)]))[0] == "converged"
+    assert set(bundles.BUDGET_LABELS) == {"converged", "budget-limited", "inconclusive", "not checked"}
+
+
+def test_make_bundles_with_and_add_budget_check(tmp_path):
+    """--fast --with-budget-check makes a bundle with its check; --add-budget-check re-checks an
+    existing bundle and changes nothing else in it."""
+    store = str(tmp_path / "s.sqlite")
+    proc = subprocess.run([sys.executable, SCRIPT, "--fast", "--models", embedded.DEFAULT, "--no-geometry",
+                           "--source", "words100k", "--with-budget-check", "--out", str(tmp_path),
+                           "--store", store], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    b = bundles.load("cram", embedded.DEFAULT, tmp_path)
+    chk = b["budget_check"]
+    assert b["source"] == "words100k" and chk["settings"]["source"] == "words100k"
+    assert set(chk["ms"]) == {"1", "2"} and chk["settings"]["max_steps"] == [40, 120]   # m = 1 and the largest
+    proc = subprocess.run([sys.executable, SCRIPT, "--add-budget-check", embedded.DEFAULT, "--budget-ms", "2",
+                           "--budget-factor", "2", "--out", str(tmp_path), "--store", store],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    b2 = bundles.load("cram", embedded.DEFAULT, tmp_path)
+    assert {k: v for k, v in b2.items() if k != "budget_check"} == {k: v for k, v in b.items() if k != "budget_check"}
+    assert set(b2["budget_check"]["ms"]) == {"2"} and b2["budget_check"]["settings"]["max_steps"] == [40, 80]
+    assert "--add-budget-check" in b2["budget_check"]["command"]
+    assert bundles.budget_status(b2)[1].split(":")[0] in proc.stdout
+
+
+@pytest.mark.parametrize("name", ["tiny-d32-v257", "tiny-d64-v257"])
+def test_shipped_tiny_bundles_record_their_budget_check(name):
+    b = bundles.load("cram", name)
+    chk = b.get("budget_check")
+    if not chk:
+        pytest.skip(f"{name}: budget check not recorded yet (scripts/make_bundles.py --add-budget-check {name})")
+    largest = max(c["m"] for c in b["curves"])
+    assert set(chk["ms"]) == {"1", str(largest)} and chk["factor"] == 3
+    assert chk["settings"]["max_steps"] == [b["settings"]["max_steps"], 3 * b["settings"]["max_steps"]]
+    for m, r in chk["ms"].items():
+        curve = next(c for c in b["curves"] if c["m"] == int(m))
+        assert r["n50"] == pytest.approx(curve["n50"]) and r["stderr"] == pytest.approx(curve["n50_stderr"])
+        if r["moved"] is not None:
+            assert r["moved"] is (abs(r["n50_3x"] - r["n50"]) > math.hypot(r["stderr"], r["stderr_3x"]))
+    assert chk["budget_limited"] is any(r["moved"] is True for r in chk["ms"].values())
+    label = bundles.budget_status(b)[0]
+    assert label == ("budget-limited" if chk["budget_limited"] else
+                     "inconclusive" if chk["inconclusive"] else "converged")
