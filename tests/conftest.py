@@ -212,3 +212,13 @@ def fast_bundle(tmp_path_factory):
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return bundles.load("cram", embedded.DEFAULT, out)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models run fastest on one thread: two intra-op threads on a shared 2-core CPU
+    spin-wait and run many times slower. Use it with ``pytest.mark.usefixtures("one_thread")``."""
+    from accesslib.engine.copying import torch_threads
+
+    with torch_threads(1):
+        yield

@@ -2,15 +2,11 @@
 import pytest
 import torch
 
-from accesslib.engine.copying import torch_threads
-
 
 @pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread: two intra-op threads on a shared 2-core CPU
-    spin-wait and run many times slower."""
-    with torch_threads(1):
-        yield
+def _engine_one_thread(one_thread):
+    """Every engine test on one thread (tests/conftest.py: one_thread)."""
+    yield
 
 
 def _plain_greedy(model, prefix, memory, n, given=()):

@@ -14,13 +14,7 @@ from accesslib.experiments import beyond  # noqa: E402
 from accesslib.models.loading import tiny_model  # noqa: E402
 from accesslib.results import bundles  # noqa: E402
 
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

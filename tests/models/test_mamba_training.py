@@ -24,12 +24,7 @@ def train_tiny():
     return mod
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 ARGV = ["--arch", "mamba", "--d", "16", "--vocab", "260", "--layers", "1", "--state", "4", "--context", "16",
