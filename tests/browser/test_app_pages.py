@@ -68,17 +68,9 @@ def test_predicted_vs_measured_eps_slider_moves_the_line(voila_server, page):
     assert_no_error(page)
 
 
-@pytest.mark.parametrize("notebook", [
-    "04-what-sets-the-slope.ipynb", "05-geometry.ipynb", "06-copy-task.ipynb",
-    "07-packing-and-precision.ipynb", "08-unbounded-context.ipynb",
-    "09-beyond-transformers.ipynb"])
-def test_app_page_opens_complete_without_error(voila_server, page, notebook):
-    open_app(page, voila_server, notebook)
-    wait_idle(page, 2000)
-    assert_no_error(page)
-    assert not [e for e in page.console_errors if "Traceback" in e]
-    if SHOTS:
-        page.screenshot(path=os.path.join(SHOTS, notebook.replace(".ipynb", ".png")), full_page=True)
+# Every page opening complete, without an error or a traceback: in
+# tests/browser/test_hosting.py::test_every_page_at_laptop_sizes_asks_nothing_from_outside (one
+# page load per notebook serves both).
 
 
 def test_geometry_page_shows_the_stored_measurement(voila_server, page):

@@ -218,7 +218,7 @@ KNOWN_DEFECTS: dict = {}
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS)
 def test_every_page_at_laptop_sizes_asks_nothing_from_outside(voila_server, browser, notebook):
-    """Each page: no request leaves 127.0.0.1 (a CDN stylesheet would), screenshots at 1400 px
+    """Each page opens complete, with no error and no traceback; no request leaves 127.0.0.1 (a CDN stylesheet would), screenshots at 1400 px
     and at 1280x800, no clipped label or dropdown at either size, and at 1280x800 each app's
     controls and figure fit one screen."""
     SHOTS.mkdir(parents=True, exist_ok=True)
@@ -250,6 +250,7 @@ def test_every_page_at_laptop_sizes_asks_nothing_from_outside(voila_server, brow
     pg.screenshot(path=str(SHOTS / f"{name}-1400-page.png"), full_page=True)
     assert outside == [], f"{notebook} asked hosts outside 127.0.0.1: {outside}"
     assert not [e for e in console if "ERR_FAILED" in e or "net::" in e], console
+    assert not [e for e in console if "Traceback" in e], console    # the page opened complete
     ctx.close()
     problems = {}
     if clipped != {"1400": [], "1280x800": []}:
