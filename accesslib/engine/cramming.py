@@ -463,11 +463,13 @@ class CramSession:
             self.pre = (self.emb(torch.tensor(prefix, device=self.dev)[None]) if prefix else None)
 
     # -- queue ------------------------------------------------------------------------------
-    def submit(self, ids, m, *, tag=None) -> int:
-        """Queue one target (a sequence of token ids) for m memory vectors; returns its index."""
-        ids = _target_list([ids])[0]
+    def submit(self, ids, m, *, tag=None, where="targets") -> int:
+        """Queue one target (a sequence of token ids) for m memory vectors; returns its index.
+        ``where`` names the target in an error message."""
+        if not (isinstance(ids, torch.Tensor) and ids.dim() == 1 and ids.dtype == torch.long and ids.numel()):
+            ids = _target_list([ids])[0]      # a row of a checked LongTensor is used as it is
         m = check_int("m", m, 1)
-        _check_target(self.model, ids, m, self.prefix, self.first)
+        _check_target(self.model, ids, m, self.prefix, self.first, where)
         g = torch.Generator().manual_seed(string_seed(self.seed, ids.tolist()))
         init = torch.randn(m, self.d, generator=g) * self.std
         with self.lock:
@@ -890,17 +892,14 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
     ms = list(m) if isinstance(m, (list, tuple)) else [int(m)] * len(tl)
     if len(ms) != len(tl):
         fail("m", f"an int or a list of {len(tl)} ints (one per target)", m)
-    for i, (ids, mi) in enumerate(zip(tl, ms)):
-        _check_target(model, ids, int(mi), prefix, first_token_as_input,
-                      "targets" if isinstance(targets, torch.Tensor) else f"targets[{i}]")
     session = CramSession(model, prefix_ids=prefix, first_token_as_input=first_token_as_input, lr=lr,
                           betas=betas, weight_decay=weight_decay, max_steps=max_steps, patience=patience,
                           schedule=schedule, seed=seed, autocast_dtype=autocast_dtype, init_std=init_std,
                           on_step=on_step, on_string=on_string, stop=stop, verify=verify, eps=eps,
                           batch_size=batch_size, rows_per_pass=rows_per_pass, profile=profile,
                           patience_on=patience_on)
-    for ids, mi in zip(tl, ms):
-        session.submit(ids, int(mi))
+    for i, (ids, mi) in enumerate(zip(tl, ms)):    # each target checked here, before anything runs
+        session.submit(ids, int(mi), where="targets" if isinstance(targets, torch.Tensor) else f"targets[{i}]")
     lens = sorted({int(t.numel()) for t in tl})
     session.extra_settings = dict(m=ms[0] if len(set(ms)) == 1 else ms,
                                   n=lens[0] if len(lens) == 1 else lens, B=len(tl))
