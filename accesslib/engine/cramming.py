@@ -583,6 +583,8 @@ class CramSession:
         st["n_pred"] = torch.tensor([r.ids.numel() - g for r in rows], device=dev)
         st["given"] = torch.stack([r.ids[:g] for r in rows]).to(dev)
         st["K"], st["L"] = K, L
+        # one m for every row: the pool is already the input sequence (no gather, no scatter back)
+        st["uniform"] = all(r.m == M for r in rows) and p + M + N == L
 
     # -- one step ---------------------------------------------------------------------------
     def _passes(self, b: int, K: int) -> int:
@@ -609,7 +611,7 @@ class CramSession:
             c = mem.shape[0]
             parts = [] if self.pre is None else [self.pre.expand(c, -1, -1)]
             pool = torch.cat(parts + [mem.to(self.mdt), st["tin"][sl]], 1)
-            x = pool.gather(1, st["idx"][sl, :, None].expand(-1, -1, self.d))
+            x = pool if st["uniform"] else pool.gather(1, st["idx"][sl, :, None].expand(-1, -1, self.d))
             kw = {"inputs_embeds": x, "use_cache": False}
             if self.opts["logits_to_keep"]:
                 kw["logits_to_keep"] = st["K"]
