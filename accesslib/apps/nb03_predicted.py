@@ -1,9 +1,11 @@
 """Notebook 03: predicted vs measured.
 
 - :class:`PredictedApp`: one model's predicted lines n* = C*m (ball bound, and refined bounds when
-  the bundle has them), each labelled where it ends, against that model's measured n50 by m, the
-  fitted slope, the theory/experiment ratio and the bundle's caveats; [A]'s published models on
-  a panel of their own, each under its own ball bound; eps and r sliders move the lines.
+  the bundle has them), each labelled where it ends, and one more at the precision a crammed
+  memory actually resolves (the measured effective eps), against that model's measured n50 by
+  m, the fitted slope, the theory/experiment ratio and the bundle's caveats (step budget
+  included); [A]'s published models on a panel of their own, each under its own ball bound;
+  eps and r sliders move the lines of the dtype's eps.
 - :class:`SweepApp`: launch a small Dask sweep and watch its curves fill in.
 """
 from __future__ import annotations
@@ -17,6 +19,7 @@ import ipywidgets as W
 from accesslib.apps.base import App, BackgroundRun, human_date
 from accesslib.apps.nb01_bounds import exact_value, set_exact
 from accesslib.apps.nb02_cramming import curve_from_counts, curve_rows
+from accesslib.apps.nb05_geometry import bundle_measured_eps, measured_eps_html
 from accesslib.apps.policy import app_policy
 from accesslib.config import FAST
 from accesslib.plots import bounds as plotting
@@ -32,6 +35,8 @@ PAPER_MAX_STEPS = 3000
 #: a bundle whose slowest successful string used this share of its step budget or more is
 #: flagged as likely budget-limited (more steps would have crammed longer strings)
 BUDGET_SHARE = 0.75
+#: the name of the line at the measured effective eps ends with this (after the bound's name)
+MEASURED_SUFFIX = ", measured ε"
 #: what a bundle's ``source`` means, in the reader's words
 TARGETS = {"natural": "natural-text targets",
            "tokens": "uniform random token ids (each token costs the full ln|V|; harder than "
@@ -45,23 +50,28 @@ def _short(name):
 
 def bundle_caveats(bundle) -> dict:
     """What a reader must know before comparing a bundle's slope with [A]'s: the targets, the
-    step budget, the strings per length, and whether the slope looks limited by the budget.
+    step budget, the strings per length, and whether the slope is limited by the budget.
 
     Everything comes from the bundle: ``max_steps`` from its settings, strings per length from
     its curves (the range of the totals), ``slowest`` = the most steps a successful example
-    string needed. ``budget_limited`` when the budget is below [A]'s and ``slowest`` used at
-    least :data:`BUDGET_SHARE` of it."""
+    string needed. ``budget`` and ``budget_text``: :func:`accesslib.results.bundles.budget_status`
+    (n50 re-measured with 3x the steps). ``budget_suspect`` when the budget is below [A]'s and
+    ``slowest`` used at least :data:`BUDGET_SHARE` of it. ``budget_limited`` when the check
+    moved ("budget-limited"), or when the suspicion stands and no check settled it (not
+    checked, inconclusive); a check that converged overrides the suspicion."""
     settings = bundle.get("settings") or {}
     max_steps = settings.get("max_steps")
     totals = [t for c in bundle.get("curves") or [] for t in c.get("totals") or []]
     wins = [e["steps"] for e in bundle.get("examples") or [] if e.get("success") and e.get("steps") is not None]
     slowest = max(wins) if wins else None
-    limited = bool(max_steps and max_steps < PAPER_MAX_STEPS and slowest is not None
+    suspect = bool(max_steps and max_steps < PAPER_MAX_STEPS and slowest is not None
                    and slowest >= BUDGET_SHARE * max_steps)
+    label, text = bundles.budget_status(bundle)
+    limited = label == "budget-limited" or (suspect and label in ("not checked", "inconclusive"))
     source = bundle.get("source")
     return dict(source=source, targets=TARGETS.get(source, f"{source} targets"), max_steps=max_steps,
                 strings_min=min(totals) if totals else None, strings_max=max(totals) if totals else None,
-                slowest=slowest, budget_limited=limited)
+                slowest=slowest, budget=label, budget_text=text, budget_suspect=suspect, budget_limited=limited)
 
 
 def caveats_html(cav) -> str:
@@ -71,12 +81,16 @@ def caveats_html(cav) -> str:
     steps = "?" if cav["max_steps"] is None else f"{cav['max_steps']:,}"
     lines = [f"targets: {html.escape(cav['targets'])}",
              f"at most {steps} optimisation steps per string ([A]: up to {PAPER_MAX_STEPS:,})",
-             f"{strings} strings per length, one attempt each ([A]: 20)"]
-    if cav["budget_limited"]:
-        lines.append(f"<b>slope likely limited by the step budget</b>: a successful string needed "
-                     f"{cav['slowest']} of its {steps} steps, so longer strings may have failed for lack of "
-                     f"steps. Its a is a lower bound and C/a an upper bound: do not set it against [A]'s "
-                     f"5-20×.")
+             f"{strings} strings per length, one attempt each ([A]: 20)",
+             f"step budget ×3: <b>{html.escape(cav['budget'])}</b>. {html.escape(cav['budget_text'])}"]
+    if cav["budget"] == "budget-limited":
+        lines.append("<b>budget-limited</b>: its n50, a and C/a depend on the step budget: do not set C/a "
+                     "against [A]'s 5-20×.")
+    elif cav["budget_limited"]:   # suspected from the protocol, not settled by a check
+        lines.append(f"<b>likely budget-limited</b>: a successful string needed {cav['slowest']} of its {steps} "
+                     "steps, so its slope is likely limited by the step budget (longer strings may have "
+                     "failed for lack of steps). Its a is a lower bound and C/a an upper bound: do not set "
+                     "it against [A]'s 5-20×.")
     return "<br>".join(lines)
 
 
@@ -127,6 +141,7 @@ class PredictedApp(App):
 
     def _on_model(self, *_):
         self.bundle = bundles.load("cram", self.model.value)
+        self.measured_eps = bundle_measured_eps(self.bundle)
         geo = self.bundle.get("geometry") or {}
         with self.hold():
             if geo.get("r_inf"):
@@ -152,6 +167,7 @@ class PredictedApp(App):
         eps_rel = float(exact_value(self.eps_rel))
         eps = r * eps_rel
         slopes = predicted_slopes(b, eps, r)
+        me = self.measured_eps
         curves = [c for c in b["curves"] if c.get("n50") is not None]
         ms = [c["m"] for c in curves]
         n50 = [c["n50"] for c in curves]
@@ -161,15 +177,24 @@ class PredictedApp(App):
         log = bool(self.log_y.value)
         self._layout()
         facts = b["facts"]
+        drawn = dict(slopes)
+        if me.get("ok"):
+            drawn[me["line"] + MEASURED_SUFFIX] = me["C"]
+        for k in [k for k in self.art["bounds"] if k.endswith(MEASURED_SUFFIX) and k not in drawn]:
+            self.art["bounds"].pop(k).remove()   # another model's measured-eps line
         plotting.update_model_bounds(
-            self.art, slopes, ms, n50, se, fit=(a, sl.get("intercept") or 0.0) if a else None, log=log,
+            self.art, drawn, ms, n50, se, fit=(a, sl.get("intercept") or 0.0) if a else None, log=log,
             title=f"{b['model']} (d = {facts['d']}, |V| = {facts['vocab_size']:,}): its bounds and its n50")
+        for k, line in self.art["bounds"].items():
+            if k.endswith(MEASURED_SUFFIX):   # set apart: its ε is measured, not the sliders'
+                line.set(ls=(0, (1, 1.2)), lw=2.8)
         pub = self.published_slopes(eps_rel)
         if self.show_published.value:
             plotting.update_published_models(self.art_pub, pub, log=log)
         self.caveats = bundle_caveats(b)
         self.values = dict(slopes=slopes, measured_slope=a, eps=eps, r=r, published_slopes=pub,
-                           measured=dict(m=ms, n50=n50, n50_stderr=se), fit=dict(sl), caveats=self.caveats)
+                           measured=dict(m=ms, n50=n50, n50_stderr=se), fit=dict(sl), caveats=self.caveats,
+                           measured_eps=me)
         self.readout.value = self._readout(slopes, a, sl, eps, r)
         self.set_status(f"bundle: {b['samples']} strings per length, protocol {b['protocol']}, "
                         f"{b['hardware'].get('cpu', '?')}, {b['wall_time']:.0f} s, made {human_date(b['created'])}")
@@ -180,30 +205,42 @@ class PredictedApp(App):
         ratios = " &nbsp;·&nbsp; ".join(
             f"{html.escape(name)} {C:,.1f}" + (f" ({C / a:.1f}×)" if a and a > 0 else "")
             for name, C in slopes.items() if C is not None)
+        me = self.values["measured_eps"]
+        budget = f"step budget ×3: <b>{html.escape(self.caveats['budget'])}</b>"
         fit = (f"measured a = <b>{a:.2f} ± {sl.get('slope_stderr') or float('nan'):.2f}</b> tokens/vector "
-               f"(fitted slope, R² = {sl.get('r2') or float('nan'):.3f}); ball bound C = <b>{slopes['ball']:,.1f}</b>, "
-               f"ratio C/a = <b>{slopes['ball'] / a:.1f}×</b>" if a else "no slope fit in this bundle")
+               f"(fitted slope, R² = {sl.get('r2') or float('nan'):.3f}; {budget}); ball bound C = "
+               f"<b>{slopes['ball']:,.1f}</b>, ratio C/a = <b>{slopes['ball'] / a:.1f}×</b>" if a
+               else f"no slope fit in this bundle ({budget})")
         return ("<div style='display:flex;flex-wrap:wrap;gap:2px 28px;align-items:flex-start;font-size:92%;"
                 "line-height:1.4'>"
                 f"<div style='max-width:620px'>{fit}<br>C in tokens/vector (C/a) at ε = {eps:.3g}, r = {r:.3g}:"
-                f"<br>{ratios}</div>"
+                f"<br>{ratios}<br>{measured_eps_html(me)}"
+                + (" (the dotted line, fixed: it does not follow the sliders)" if me.get("ok") else "") + "</div>"
                 "<div style='max-width:560px'><b>About this measurement:</b><br>"
                 f"{caveats_html(self.caveats)}</div></div>")
 
     def data_rows(self) -> list[dict]:
-        """Measured n50 ± stderr by m (the markers), the fitted slope a, the predicted slope C of
-        every bound at the sliders' ε and r with C/a (the lines), the model in every row; then
+        """Measured n50 ± stderr by m (the markers), the fitted slope a with the budget check's
+        label, the predicted slope C of every bound at the sliders' ε and r with C/a (the lines),
+        every bound at the measured effective ε (one of them drawn), the model in every row; then
         the ball bound of each of [A]'s models on the right panel at the same ε/r."""
         v, model = self.values, self.bundle["model"]
         meas = v["measured"]
         rows = [dict(panel="measured n50", model=model, m=m, n50=y, n50_stderr=e)
                 for m, y, e in zip(meas["m"], meas["n50"], meas["n50_stderr"])]
         a = v["measured_slope"]
+        cav = v["caveats"]
         if a:
             rows.append(dict(panel="measured slope", model=model, slope=a, slope_stderr=v["fit"].get("slope_stderr"),
-                             intercept=v["fit"].get("intercept"), r2=v["fit"].get("r2")))
+                             intercept=v["fit"].get("intercept"), r2=v["fit"].get("r2"), budget=cav["budget"],
+                             budget_text=cav["budget_text"]))
         rows += [dict(panel="predicted slope", model=model, bound=name, C=C, eps=v["eps"], r=v["r"],
                       C_over_a=C / a if a and a > 0 and C else None) for name, C in v["slopes"].items()]
+        me = v["measured_eps"]
+        if me.get("ok"):   # the dotted line (drawn = True) and the other bounds at the same measured ε
+            rows += [dict(panel="predicted slope at the measured ε", model=model, bound=name, C=C,
+                          drawn=name == me["line"], eps_rel=me["eps_rel"], eps=me["eps"], r=me["r"],
+                          around=me["around"], C_over_a=me["ratios"].get(name)) for name, C in me["slopes"].items()]
         rows += [dict(panel="[A]'s model: ball bound", model=name, bound="ball", C=C)
                  for name, C in v["published_slopes"].items()]
         return rows

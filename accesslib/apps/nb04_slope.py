@@ -1,7 +1,8 @@
 """Notebook 04: what sets the slope?
 
 :class:`SlopeApp`: over the embedded family, measured slope against d and against ln|V| next to
-the predicted C (proportional to d/ln|V|), and whether the ratio C/a stays constant.
+the predicted C (proportional to d/ln|V|), and whether the ratio C/a stays constant; each
+model's step-budget check (:func:`accesslib.results.bundles.budget_status`) beside its slope.
 """
 from __future__ import annotations
 
@@ -74,6 +75,8 @@ class SlopeApp(App):
         if not rows:
             raise ValueError("no embedded model has a cramming bundle with a slope fit yet; "
                              "run scripts/make_bundles.py")
+        for r in rows:   # is each slope the model's, or partly its step budget's?
+            r["budget"], r["budget_text"] = bundles.budget_status(bundles.load("cram", r["model"]))
         self.rows = rows
         by_d, by_v = self._groups(rows)
         for i, (grp, key) in enumerate([(by_d, "d"), (by_v, "ln_vocab")]):
@@ -83,25 +86,40 @@ class SlopeApp(App):
         good = [r["ratio"] for r in rows if r["ratio"] and math.isfinite(r["ratio"])]
         mean = sum(good) / len(good) if good else float("nan")
         slope_plots.update_ratio(self._ratio, x, [r["ratio"] for r in rows],
-                                 [r["model"].replace("tiny-", "") for r in rows], mean)
+                                 [r["model"].replace("tiny-", "") + (" (budget-limited)" if r["budget"] == "budget-limited"
+                                                                     else "") for r in rows], mean)
         spread = (max(good) / min(good)) if good else float("nan")
         td = "<td style='padding:0 8px;line-height:1.3'>"
         self.readout.value = (
             "<table style='font-size:90%;border-collapse:collapse'><tr><th>model</th><th>d</th><th>|V|</th>"
-            "<th>measured a</th><th>R²</th><th>C</th><th>C/a</th></tr>" + "".join(
+            "<th>measured a</th><th>R²</th><th>C</th><th>C/a</th><th>step budget ×3</th></tr>" + "".join(
                 f"<tr>{td}{html.escape(str(r['model']))}</td>{td}{html.escape(str(r['d']))}</td>"
                 f"{td}{html.escape(str(r['vocab_size']))}</td>"
                 f"{td}{r['slope']:.2f} ± {(r['slope_stderr'] or float('nan')):.2f}</td>"
                 f"{td}{(r['r2'] if r['r2'] is not None else float('nan')):.3f}</td>"
-                f"{td}{(r['C'] or float('nan')):.1f}</td>{td}{(r['ratio'] or float('nan')):.1f}</td></tr>"
+                f"{td}{(r['C'] or float('nan')):.1f}</td>{td}{(r['ratio'] or float('nan')):.1f}</td>"
+                f"<td style='padding:0 8px;line-height:1.3' title='{html.escape(r['budget_text'], quote=True)}'>"
+                f"{html.escape(r['budget'])}</td></tr>"
                 for r in rows) + "</table>"
             + f"<div style='margin-top:4px'>C/a ranges over a factor {spread:.2f} across the family "
-              f"(mean {mean:.1f}).</div>")
+              f"(mean {mean:.1f}).</div>" + self._budget_html(rows))
         self.values = dict(rows=rows, ratio_mean=mean, ratio_spread=spread)
         self.redraw()
 
+    @staticmethod
+    def _budget_html(rows) -> str:
+        """Each model's budget check in words, folded; a warning line when a slope is budget-limited."""
+        limited = [r["model"] for r in rows if r["budget"] == "budget-limited"]
+        warn = (f"<div><b>budget-limited</b>: {html.escape(', '.join(limited))}: their n50 and slopes depend on "
+                "the step budget, so their C/a is not the model's alone.</div>" if limited else "")
+        return (warn + "<details><summary style='cursor:pointer'>step budget ×3: what each label means</summary>"
+                "<div style='font-size:90%;line-height:1.4;margin-left:14px'>" + "<br>".join(
+                    f"<b>{html.escape(r['model'])}</b>: {html.escape(r['budget_text'])}" for r in rows)
+                + "</div></details>")
+
     def data_rows(self) -> list[dict]:
         """The family table as shown: per model d, |V|, ln|V|, measured slope a ± stderr, R²,
-        the predicted C (bound and ε as chosen) and C/a, with the mean C/a in every row."""
+        the predicted C (bound and ε as chosen), C/a and the budget check's label and words, with
+        the mean C/a in every row."""
         return [dict(r, bound=self.bound.value, eps_from=self.dtype.value, d_over_ln_vocab=r["d"] / r["ln_vocab"],
                      ratio_mean=self.values["ratio_mean"]) for r in self.values["rows"]]

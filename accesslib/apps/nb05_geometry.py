@@ -205,7 +205,12 @@ class GeometryApp(App):
 # ---------------------------------------------------------------------------------------------
 
 TINY_RANDOM = "tiny random gpt_neox (from a config)"
-SLOPE_ORDER = ("ball", "box", "cone", "ellipsoid", "cells", "box+cells")
+#: the bars of the slope panel: every refinement at the dtype's ε, then the measured-ε bound
+MEASURED_EPS = "measured ε"
+SLOPE_ORDER = ("ball", "box", "cone", "ellipsoid", "cells", "box+cells", MEASURED_EPS)
+#: which bound at the measured ε is drawn (the first the measurement allows): the box and the
+#: cells on top of the counting bound, as far as the record has them
+MEASURED_EPS_ORDER = ("box+cells", "cells", "box", "ball")
 
 
 def model_choices():
@@ -245,6 +250,77 @@ def shipped_geometry(name):
     return None if b is None else b["geometry"]
 
 
+def measured_eps_bound(d, vocab_size, r_inf, rel, *, widths=None, s_conv=None, t_max=1.0,
+                       around="a memory vector", slope=None) -> dict:
+    """The counting bound with the measured effective ε in place of the dtype's
+    (:func:`accesslib.theory.refined.measured_eps_slopes`, ε = eps_rel·r_inf), at the median of
+    the thresholds ``rel`` (one per direction, inf where the output never changed up to
+    ``t_max``), and the drawn bound's C at their 10% and 90% quantiles. ``slope``: the measured
+    slope a, for C/a.
+
+    -> dict(ok=True, eps_rel, eps_rel_q10, eps_rel_q90, eps, r, directions, around, slopes
+    {name: C}, line (the name drawn, the first of :data:`MEASURED_EPS_ORDER` there), C,
+    C_range (C at the 90% and at the 10% threshold; None where a threshold is not finite),
+    slope, ratio C/a, ratios {name: C/a}); or dict(ok=False, reason) when no finite median."""
+    from accesslib.theory import refined
+    from accesslib.theory.stats import threshold_quantiles
+
+    rel = np.asarray([np.inf if x is None else x for x in rel], dtype=float)
+    if rel.size == 0:
+        return dict(ok=False, reason="no effective-ε thresholds were measured")
+    q10, q50, q90 = (float(q) for q in threshold_quantiles(rel))
+    if not math.isfinite(q50):
+        return dict(ok=False, reason=(f"the output of {around} did not change for most directions up to a "
+                                      f"relative move of {t_max:.3g}: no finite measured ε to count with"))
+
+    def at(eps_rel):
+        return {k: v.C for k, v in refined.measured_eps_slopes(d, vocab_size, eps_rel, r_inf, widths=widths,
+                                                               s_conv=s_conv).items()}
+
+    slopes = at(q50)
+    line = next(k for k in MEASURED_EPS_ORDER if k in slopes)
+    C_range = tuple(at(q)[line] if math.isfinite(q) else None for q in (q90, q10))
+    good = slope is not None and slope > 0
+    return dict(ok=True, eps_rel=q50, eps_rel_q10=q10, eps_rel_q90=q90, eps=q50 * r_inf, r=r_inf,
+                directions=int(rel.size), around=around, slopes=slopes, line=line, C=slopes[line],
+                C_range=C_range, slope=slope, ratio=slopes[line] / slope if good else None,
+                ratios={k: C / slope for k, C in slopes.items()} if good else {})
+
+
+def bundle_measured_eps(bundle) -> dict:
+    """:func:`measured_eps_bound` from a cramming bundle: its geometry record's effective-ε
+    thresholds (around a crammed memory), r_inf, widths and s_conv, and its fitted slope; or
+    dict(ok=False, reason) naming what is missing."""
+    geo = bundle.get("geometry") or {}
+    e = geo.get("effective_eps") or {}
+    if not e.get("rel") or not geo.get("r_inf"):
+        return dict(ok=False, reason=f"{bundle['model']}'s bundle holds no measured effective ε "
+                                     "(scripts/make_bundles.py --geometry-only --effective-eps 16 measures one)")
+    f = bundle["facts"]
+    return measured_eps_bound(int(f["d"]), int(f["vocab_size"]), float(geo["r_inf"]), e["rel"],
+                              widths=geo.get("widths"), s_conv=geo.get("s_conv"), t_max=e.get("t_max", 1.0),
+                              around=e.get("around", "a memory vector"),
+                              slope=(bundle.get("slope") or {}).get("slope"))
+
+
+def measured_eps_html(me) -> str:
+    """One line for a readout: the bound at the measured ε, each refinement with C/a."""
+    if not me.get("ok"):
+        return f"no bound at a measured ε: {html.escape(str(me.get('reason', 'nothing measured')))}"
+    lo, hi = me["C_range"]
+    if lo is not None and hi is not None:
+        rng = (f"; {lo:,.1f} to {hi:,.1f} over the 10-90% thresholds ({me['eps_rel_q90']:.3g} to "
+               f"{me['eps_rel_q10']:.3g})")
+    else:   # the 90% threshold is not finite (the output never changed): only the upper end
+        rng = f"; at most {hi:,.1f} at the 10% threshold ({me['eps_rel_q10']:.3g})" if hi is not None else ""
+    each = " · ".join(f"{html.escape(k)} {C:,.1f}" + (f" ({me['ratios'][k]:.1f}×)" if k in me["ratios"] else "")
+                      for k, C in me["slopes"].items() if k != me["line"])
+    ratio = f", <b>C/a = {me['ratio']:.1f}×</b> (a = {me['slope']:.2f})" if me["ratio"] is not None else ""
+    return (f"bound at the measured ε (ε = {me['eps_rel']:.3g}·r<sub>∞</sub> = {me['eps']:.3g}, the median of "
+            f"{me['directions']} directions around {html.escape(str(me['around']))}): "
+            f"{html.escape(me['line'])} C = <b>{me['C']:,.1f}</b>{ratio}{rng}" + (f"; also {each}" if each else ""))
+
+
 def _eff_view(rel, t_max, around):
     from accesslib.theory.stats import describe_threshold, threshold_quantiles
     rel = np.asarray(rel, dtype=float)
@@ -252,17 +328,22 @@ def _eff_view(rel, t_max, around):
     return dict(q10=q10, q50=q50, q90=q90, directions=int(rel.size), around=around)
 
 
-def view_from_report(rep, eff=None) -> dict:
+def view_from_report(rep, eff=None, slope=None) -> dict:
     """What :class:`ModelGeometryApp` shows, from a fresh :class:`accesslib.engine.geometry.GeometryReport`
-    (and :class:`~accesslib.engine.geometry.EffectiveEps`)."""
+    (and :class:`~accesslib.engine.geometry.EffectiveEps`, measured around a random memory
+    vector); ``slope``: the model's measured slope a (its bundle's), for C/a."""
     st, sc = rep.stats, rep.sconv
+    around = "a random memory vector"
+    measured = (dict(ok=False, reason="the effective ε was not measured in this run") if eff is None else
+                measured_eps_bound(rep.d, rep.vocab_size, st.r_inf, eff.rel, widths=st.widths, s_conv=sc.s_conv,
+                                   t_max=eff.t_max, around=around, slope=slope))
     return dict(name=rep.name, source="", d=rep.d, vocab_size=rep.vocab_size, n=st.n, r_inf=st.r_inf,
                 r_2=st.r_2, min_cos=st.min_cos, phi=float(st.phi), eps=rep.eps, dtype=rep.dtype,
                 shares=rep.cells.shares, n_cells=rep.cells.n_samples, zero_hit=rep.cells.zero_hit,
                 s_conv=sc.s_conv, s_conv_drop=(rep.sconv_drop or sc).s_conv, rule=sc.zero_hit,
                 sample_limited=bool(sc.sample_limited), slopes={k: s.C for k, s in rep.slopes.items()},
-                convergence=list(rep.convergence),
-                eff=None if eff is None else _eff_view(eff.rel, eff.t_max, "a random memory vector"))
+                convergence=list(rep.convergence), measured=measured,
+                eff=None if eff is None else _eff_view(eff.rel, eff.t_max, around))
 
 
 def view_from_record(bundle) -> dict:
@@ -285,7 +366,7 @@ def view_from_record(bundle) -> dict:
                 n_cells=n_cells, zero_hit=zero, s_conv=rec["s_conv"], s_conv_drop=rec.get("s_conv_drop"),
                 rule=rec.get("s_conv_zero_hit", "drop"),
                 sample_limited=bool(rec.get("cells_sample_limited")), slopes=dict(rec["slopes"]), eff=eff,
-                convergence=list(rec.get("s_conv_convergence") or []),
+                convergence=list(rec.get("s_conv_convergence") or []), measured=bundle_measured_eps(bundle),
                 created=bundle.get("created", "?"))
 
 
@@ -297,7 +378,8 @@ class ModelGeometryApp(App):
     (:func:`~accesslib.engine.geometry.support_stats`), draws Monte Carlo cell shares in the box
     (:func:`~accesslib.engine.geometry.cell_shares`, argmax or Voronoi) and fits s_conv. Left: the
     histogram of log10 p_t; middle: s_conv refitted on the first n of the N samples (does N
-    suffice?); right: the slope C under each refinement (bars: predicted).
+    suffice?); right: the slope C under each refinement (bars: predicted), the last (hatched) at
+    the measured effective ε in place of the dtype's (:func:`measured_eps_bound`).
 
     Choosing a model (and opening the page, with the default model) draws the measurement
     stored in its bundle when it has one, else empty panels; nothing is computed until Run.
@@ -338,7 +420,7 @@ class ModelGeometryApp(App):
         self.fig.subplots_adjust(left=0.06, right=0.99, top=0.9, bottom=0.17, wspace=0.32)
         self.hist = gp.plot_share_histogram(ax1)
         self.conv = gp.plot_convergence(ax3)
-        self.bars = gp.plot_slope_bars(ax2, SLOPE_ORDER)
+        self.bars = gp.plot_slope_bars(ax2, SLOPE_ORDER, hatched=(MEASURED_EPS,))
         self.report = None
         self.eff = None
         self.view = None
@@ -352,7 +434,8 @@ class ModelGeometryApp(App):
         if v is None:
             return
         gp.update_share_histogram(self.hist, v["shares"], v["n_cells"])
-        gp.update_slope_bars(self.bars, v["slopes"])
+        me = v.get("measured") or {}
+        gp.update_slope_bars(self.bars, dict(v["slopes"], **({MEASURED_EPS: me["C"]} if me.get("ok") else {})))
         gp.update_convergence(self.conv, v.get("convergence") or [], v["vocab_size"])
         warn = ""
         if v["sample_limited"]:
@@ -390,10 +473,10 @@ class ModelGeometryApp(App):
             f"(ln|V| = {math.log(v['vocab_size']):.2f}) · {v['zero_hit']:,} of {v['vocab_size']:,} tokens "
             f"never hit in N = {v['n_cells']:,}{warn}"
             "<details><summary style='cursor:pointer'>more: support, both s<sub>conv</sub> rules, "
-            "convergence, effective ε</summary><div style='line-height:1.5;margin:2px 0 0 14px'>"
+            "convergence, effective ε and the bound at it</summary><div style='line-height:1.5;margin:2px 0 0 14px'>"
             f"support from {v['n']:,} hidden states: r<sub>∞</sub> = {v['r_inf']:.3g}, r<sub>2</sub> = "
             f"{v['r_2']:.3g}, min cos = {v['min_cos']:.3f} (φ = {math.degrees(v['phi']):.1f}°) · "
-            f"ε = {v['eps']:.3g}<br>s<sub>conv</sub>: {rule}{conv}{eff}</div></details>")
+            f"ε = {v['eps']:.3g}<br>s<sub>conv</sub>: {rule}{conv}{eff}<br>{measured_eps_html(me)}</div></details>")
         self.invalidate()
         self.redraw()
 
@@ -410,10 +493,22 @@ class ModelGeometryApp(App):
         rows += [dict(panel="s_conv vs samples", n=r["n"], s_conv=r["s_conv"], s_conv_drop=r.get("s_conv_drop"),
                       zero_hit=r.get("zero_hit")) for r in v.get("convergence") or []]
         rows += [dict(panel="slope", bound=k, C=v["slopes"].get(k)) for k in SLOPE_ORDER if k in v["slopes"]]
+        me = v.get("measured") or {}
+        if me.get("ok"):   # the last bar: every bound at the measured ε, the drawn one first
+            rows += [dict(panel="slope at the measured ε", bound=k, C=C, drawn=k == me["line"], eps_rel=me["eps_rel"],
+                          eps=me["eps"], directions=me["directions"], around=me["around"], slope=me["slope"],
+                          C_over_a=me["ratios"].get(k))
+                     for k, C in sorted(me["slopes"].items(), key=lambda kv: kv[0] != me["line"])]
         keys = ("d", "vocab_size", "n", "r_inf", "r_2", "min_cos", "phi", "eps", "dtype", "s_conv", "s_conv_drop",
                 "rule", "n_cells", "zero_hit")
         rows.append(dict(panel="summary", model=v["name"] + v["source"], **{k: v.get(k) for k in keys}))
         return rows
+
+    @staticmethod
+    def _measured_slope(name):
+        """The slope a fitted in ``name``'s cramming bundle (for C/a), or None without one."""
+        b = shipped_bundle(name)
+        return None if b is None else (b.get("slope") or {}).get("slope")
 
     def _on_model(self, *_):
         """A new model: its stored measurement when its bundle has one, else empty panels."""
@@ -492,7 +587,7 @@ class ModelGeometryApp(App):
             return "before the effective-ε measurement"
         self.set_status("effective ε: perturbing a memory vector until the greedy output changes ...")
         self.eff = geometry.effective_eps(lm, n_directions=8, n_tokens=4)
-        self.view = view_from_report(self.report, self.eff)
+        self.view = view_from_report(self.report, self.eff, slope=self._measured_slope(name))
         run.set_progress(5)
         self.update()
         return None

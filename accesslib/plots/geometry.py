@@ -168,11 +168,16 @@ def update_share_histogram(art, shares, n_samples=None):
     return art
 
 
-def plot_slope_bars(ax, kinds):
-    """Bars of the predicted slope C (tokens per vector) under each refinement; -> artists."""
+def plot_slope_bars(ax, kinds, *, hatched=()):
+    """Bars of the predicted slope C (tokens per vector) under each refinement; -> artists.
+    ``hatched``: kinds drawn hatched and lighter (a bound set apart, e.g. at a measured eps)."""
     x = np.arange(len(kinds))
     bars = ax.bar(x, np.zeros(len(kinds)), color=COLORS["predicted"], alpha=0.85)
-    ax.set_xticks(x, kinds, rotation=20, fontsize=9)
+    for bar, k in zip(bars, kinds):
+        if k in hatched:
+            bar.set(hatch="///", alpha=0.45, edgecolor=COLORS["predicted"])
+    # anchored at their right end: the last label stays inside the figure
+    ax.set_xticks(x, kinds, rotation=20, fontsize=9, ha="right", rotation_mode="anchor")
     ax.set_ylabel("predicted C (tokens per vector)")
     texts = [ax.text(i, 0, "", ha="center", va="bottom", fontsize=8) for i in x]
     return dict(ax=ax, bars=bars, texts=texts, kinds=list(kinds))

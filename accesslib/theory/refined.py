@@ -27,7 +27,7 @@ from accesslib.theory import bounds
 
 __all__ = [
     "RefinedSlope", "log_betainc", "log_cone_fraction", "cone_half_angle", "ball_log_count",
-    "box_slope", "cone_slope", "ellipsoid_slope", "cell_slope",
+    "box_slope", "cone_slope", "ellipsoid_slope", "cell_slope", "measured_eps_slopes",
 ]
 
 
@@ -238,3 +238,32 @@ def cell_slope(log_count, s_conv):
     if s.ndim != 0 or float(s) == 0.0:
         fail("s_conv", "a single nonzero number", s_conv)
     return _result("cells", lc, None, abs(float(s)))
+
+
+def measured_eps_slopes(d, vocab_size, eps_rel, r, *, widths=None, s_conv=None) -> dict:
+    """The counting bound at a measured precision: eps = eps_rel * r in place of the dtype's
+    eps = r * unit roundoff, with the box and cell refinements on top.
+
+    eps_rel: a measured effective eps, e.g. the median over random directions of the smallest
+    relative move ||delta|| / ||x|| of a crammed memory that changes its greedy output
+    (:func:`accesslib.engine.geometry.effective_eps`); it takes the place of the unit roundoff
+    (2^-11 for [A]'s fp16) relative to the support radius r (r_inf). Returns {name:
+    :class:`RefinedSlope`}: "ball" = d ln(1 + 2/eps_rel) / ln|V| (:func:`ball_log_count`, r
+    cancels); with ``widths``, "box" (:func:`box_slope` at eps); with ``s_conv``, "cells" and,
+    with both, "box+cells" (:func:`cell_slope` of the ball's and the box's log counts), as
+    :func:`accesslib.engine.geometry.geometry_report` composes them at the dtype's eps.
+    """
+    V = _vocab(vocab_size)
+    eps_rel = _single("eps_rel", eps_rel, low=0, low_open=True)
+    r = _single("r", r, low=0, low_open=True)
+    eps = eps_rel * r
+    lnV = math.log(V)
+    ball = ball_log_count(d, eps, r)
+    out = {"ball": RefinedSlope("ball", ball / lnV, ball, 0.0, lnV)}
+    if widths is not None:
+        out["box"] = box_slope(widths, V, eps, r=r)
+    if s_conv is not None:
+        out["cells"] = cell_slope(ball, s_conv)
+        if "box" in out:
+            out["box+cells"] = cell_slope(out["box"].log_count, s_conv)
+    return out

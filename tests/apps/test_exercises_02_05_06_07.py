@@ -337,6 +337,31 @@ def test_05_model_q4_effective_eps_is_far_above_the_dtype_eps():
     app = ModelGeometryApp(canvas="agg")
     assert "effective ε" in app.readout.value.split("<details>")[1]
     says(answers("05-geometry.ipynb"), "about 380 times ε/r", "for SmolLM2-135M about 55 times")
+    # "... lowers the default model's box+cells bound from 27 to 7 tokens per vector (the hatched
+    # bar), 3.2 times its measured slope"
+    bars = dict(zip(app.bars["kinds"], app.bars["bars"]))
+    texts = dict(zip(app.bars["kinds"], app.bars["texts"]))
+    assert (texts["box+cells"].get_text(), texts["measured ε"].get_text()) == ("27", "7")
+    assert bars["measured ε"].get_hatch() == "///" and not bars["box+cells"].get_hatch()
+    me = app.view["measured"]
+    assert me["line"] == "box+cells" and round(me["ratio"], 1) == 3.2
+    says(answers("05-geometry.ipynb"), "lowers the default model's box+cells bound from 27 to 7 tokens per vector "
+         "(the hatched bar), 3.2 times its measured slope")
+
+
+def test_05_the_dotted_line_comes_closer_but_reaches_no_model():
+    """Cell "Each refinement against the measured points": for every shipped model the bound at
+    the measured ε is closer to the points than every refinement at the dtype's ε, and above them."""
+    from accesslib.apps.nb03_predicted import PredictedApp
+    from accesslib.results import bundles
+    ratios = []
+    for name in bundles.available("cram"):
+        app = PredictedApp(canvas="agg", model=name, published=False)
+        me = app.values["measured_eps"]
+        assert me["ok"] and me["C"] < min(app.bundle["geometry"]["slopes"].values()), name
+        ratios.append(me["ratio"])
+    assert min(ratios) > 1
+    says(answers("05-geometry.ipynb"), f"(C/a from {min(ratios):.1f} to {max(ratios):.1f})")
 
 
 # =============================================================================================

@@ -1,4 +1,5 @@
 """Notebook 03's apps, headless: predicted lines against the measured n50, the Dask sweep, every shipped bundle."""
+import html
 import math
 from pathlib import Path
 
@@ -169,3 +170,149 @@ def test_spread_positions_keeps_order_and_gap():
     assert np.isnan(out[3]) and out[4] == 0.2 and out[1] == 0.5       # far from the others: unmoved
     assert out[2] == 1.0 and out[0] == pytest.approx(0.9)             # pushed down from the top, order kept
     assert list(spread_positions([0.5, 0.52], 0.1, high=0.9)) == pytest.approx([0.5, 0.6])
+
+
+# ---------------------------------------------------------------------------------------------
+# the step-budget label and the bound at the measured effective ε
+# ---------------------------------------------------------------------------------------------
+
+def _hand_measured_eps(b):
+    """The counting bound at the measured ε, by hand from the bundle's numbers: eps_rel = the
+    median threshold (inverted-CDF quantile, never-changed directions as inf), eps = eps_rel * r_inf,
+    C_box = sum ln(1 + w_i/eps) / ln|V|, C_box+cells = C_box ln|V| / |s_conv|."""
+    geo, f = b["geometry"], b["facts"]
+    rel = np.array([np.inf if x is None else x for x in geo["effective_eps"]["rel"]])
+    eps_rel = float(np.sort(rel)[math.ceil(0.5 * rel.size) - 1])
+    eps = eps_rel * geo["r_inf"]
+    lnV = math.log(f["vocab_size"])
+    ball = f["d"] * math.log(1 + 2 / eps_rel) / lnV
+    box = sum(math.log(1 + w / eps) for w in geo["widths"]) / lnV
+    return dict(eps_rel=eps_rel, eps=eps, ball=ball, box=box, cells=ball * lnV / abs(geo["s_conv"]),
+                box_cells=box * lnV / abs(geo["s_conv"]))
+
+
+def _shipped(tmp_path, monkeypatch, *edited):
+    """The shipped bundles copied to a folder of their own, ``edited`` (modified copies) in place
+    of theirs; bundles.bundle_dir points there."""
+    out = tmp_path / "bundles"
+    for name in bundles.available("cram"):
+        bundles.save(bundles.load("cram", name), out)
+    for b in edited:
+        bundles.save(b, out)
+    monkeypatch.setattr(bundles, "bundle_dir", lambda: out)
+
+
+def test_measured_eps_line_is_the_counting_bound_at_the_measured_eps():
+    """One more line: box + cells at eps = median effective eps * r_inf, the bundle's own numbers;
+    labelled with its C, its C/a in the readout, fixed when the sliders move."""
+    name = embedded.DEFAULT
+    b = bundles.load("cram", name)
+    hand = _hand_measured_eps(b)
+    assert hand["eps_rel"] == pytest.approx(b["geometry"]["effective_eps"]["median"])   # the stored median
+    app = PredictedApp(canvas="agg", model=name, published=False)
+    me = app.values["measured_eps"]
+    assert me["ok"] and me["line"] == "box+cells" and me["eps_rel"] == pytest.approx(hand["eps_rel"])
+    assert me["eps"] == pytest.approx(hand["eps"])
+    for k, key in (("ball", "ball"), ("box", "box"), ("cells", "cells"), ("box+cells", "box_cells")):
+        assert me["slopes"][k] == pytest.approx(hand[key], rel=1e-12), k
+    a = b["slope"]["slope"]
+    assert me["ratio"] == pytest.approx(hand["box_cells"] / a)
+    line = app.art["bounds"]["box+cells, measured ε"]
+    assert list(line.get_ydata()) == pytest.approx([hand["box_cells"] * x for x in line.get_xdata()])
+    assert app.art["labels"]["box+cells, measured ε"].get_text() == f"box+cells, measured ε  C = {hand['box_cells']:,.1f}"
+    txt = app.readout.value
+    assert f"box+cells C = <b>{hand['box_cells']:,.1f}</b>, <b>C/a = {hand['box_cells'] / a:.1f}×</b>" in txt
+    assert f"ball {hand['ball']:,.1f} ({hand['ball'] / a:.1f}×)" in txt and "does not follow the sliders" in txt
+    rows = [r for r in app.data_rows() if r["panel"] == "predicted slope at the measured ε"]
+    assert {r["bound"]: r["C"] for r in rows}["box+cells"] == pytest.approx(hand["box_cells"])
+    assert [r["bound"] for r in rows if r["drawn"]] == ["box+cells"]
+    # the sliders move the dtype's lines, not this one
+    y = line.get_ydata().copy()
+    app.eps_rel.value, app.r.value = 2.0**-8, 2 * app.r.value
+    assert np.array_equal(app.art["bounds"]["box+cells, measured ε"].get_ydata(), y)
+
+
+def test_a_bundle_without_a_measured_eps_says_so_and_draws_no_line(tmp_path, monkeypatch):
+    name = embedded.DEFAULT
+    b = bundles.load("cram", name)
+    del b["geometry"]["effective_eps"]
+    _shipped(tmp_path, monkeypatch, b)
+    app = PredictedApp(canvas="agg", model="tiny-d64-v257", published=False)
+    assert "box+cells, measured ε" in app.art["bounds"]      # a model with one: drawn
+    app.model.value = name                                    # one without: the line goes, the page says why
+    assert app.last_error is None, app.last_error
+    assert not any(k.endswith("measured ε") for k in app.art["bounds"]) and not app.values["measured_eps"]["ok"]
+    assert "no bound at a measured ε" in app.readout.value and "holds no measured effective ε" in app.readout.value
+    assert not [r for r in app.data_rows() if r["panel"] == "predicted slope at the measured ε"]
+
+
+def _moved(b):
+    """A modified copy of a bundle whose budget check moved at m = 4 (n50 -> 14.5)."""
+    import copy
+
+    b = copy.deepcopy(b)
+    r = b["budget_check"]["ms"]["4"]
+    r.update(n50_3x=14.5, moved=True)
+    return b
+
+
+def _unchecked(b):
+    """A modified copy of a bundle without any budget check."""
+    import copy
+
+    return {k: copy.deepcopy(v) for k, v in b.items() if k not in ("budget_check", "budget_checks")}
+
+
+def test_the_budget_label_with_and_without_a_check(tmp_path, monkeypatch):
+    """converged (the default model's check), not checked (no check), budget-limited (a check
+    that moved: called so even where the protocol raised no suspicion), each with its words."""
+    name = embedded.DEFAULT
+    b = bundles.load("cram", name)
+    assert b.get("budget_check")
+    app = PredictedApp(canvas="agg", model=name, published=False)
+    label, text = bundles.budget_status(b)
+    cav = app.values["caveats"]
+    assert (label, cav["budget"], cav["budget_text"]) == ("converged", "converged", text)
+    assert not cav["budget_limited"] and not cav["budget_suspect"]
+    txt = app.readout.value
+    assert "step budget ×3: <b>converged</b>" in txt and html.escape(text) in txt and "budget-limited" not in txt
+    assert [r["budget"] for r in app.data_rows() if r["panel"] == "measured slope"] == ["converged"]
+    # the same bundle without its check, and with a check that moved
+    _shipped(tmp_path, monkeypatch, _unchecked(b))
+    app = PredictedApp(canvas="agg", model=name, published=False)
+    assert app.values["caveats"]["budget"] == "not checked" and not app.values["caveats"]["budget_limited"]
+    assert "step budget ×3: <b>not checked</b>" in app.readout.value and "--add-budget-check" in app.readout.value
+    _shipped(tmp_path, monkeypatch, _moved(b))
+    app = PredictedApp(canvas="agg", model=name, published=False)
+    cav = app.values["caveats"]
+    assert cav["budget"] == "budget-limited" and cav["budget_limited"] and not cav["budget_suspect"]
+    txt = app.readout.value
+    n50 = b["budget_check"]["ms"]["4"]["n50"]
+    assert "step budget ×3: <b>budget-limited</b>" in txt and f"{n50:.1f} with 1000 steps, 14.5 with 3000" in txt
+    assert "<b>budget-limited</b>: its n50, a and C/a depend on the step budget" in txt
+
+
+def test_a_converged_check_settles_the_protocols_suspicion(tmp_path, monkeypatch):
+    """smollm2-135m without a check (a successful string used 289 of its 300 steps) is "likely
+    budget-limited"; the same bundle with a converged check is not, with a check that moved it is."""
+    import copy
+
+    b = _unchecked(bundles.load("cram", "smollm2-135m"))
+    _shipped(tmp_path, monkeypatch, b)
+    app = PredictedApp(canvas="agg", model="smollm2-135m", published=False)
+    cav = app.values["caveats"]
+    assert cav["budget"] == "not checked" and cav["budget_suspect"] and cav["budget_limited"]
+    assert "<b>likely budget-limited</b>" in app.readout.value
+    check = copy.deepcopy(bundles.load("cram", embedded.DEFAULT)["budget_check"])   # converged
+    assert bundles.budget_status(dict(b, budget_check=check))[0] == "converged"
+    conv = dict(copy.deepcopy(b), budget_check=check)
+    _shipped(tmp_path, monkeypatch, conv)
+    app = PredictedApp(canvas="agg", model="smollm2-135m", published=False)
+    cav = app.values["caveats"]
+    assert cav["budget"] == "converged" and cav["budget_suspect"] and not cav["budget_limited"]
+    assert "likely budget-limited" not in app.readout.value
+    _shipped(tmp_path, monkeypatch, _moved(conv))
+    app.model.value = embedded.DEFAULT
+    app.model.value = "smollm2-135m"
+    assert app.values["caveats"]["budget"] == "budget-limited" and app.values["caveats"]["budget_limited"]
+    assert "likely" not in app.readout.value and "step budget ×3: <b>budget-limited</b>" in app.readout.value

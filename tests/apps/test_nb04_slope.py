@@ -37,3 +37,51 @@ def test_slope_app_family_table(tmp_path, monkeypatch):
     app.dtype.value = "float32"
     assert app._art[0]["C"].get_ydata()[0] == pytest.approx(
         before[0] * math.log1p(2 * 2.0**24) / math.log(4097))
+
+
+def _check(moved):
+    """A budget check at m = 1 (n50 5.0 -> 5.1, or -> 7.0 when ``moved``), as bundling.budget_check writes it."""
+    r = dict(n50=5.0, stderr=0.2, n50_3x=7.0 if moved else 5.1, stderr_3x=0.2, moved=moved, shift=None)
+    return dict(factor=3, ms={"1": r}, budget_limited=moved, settings=dict(max_steps=[1000, 3000], patience=[200, 600]))
+
+
+def test_slope_app_shows_each_models_budget_check(tmp_path, monkeypatch):
+    """Beside each slope the label of bundles.budget_status (converged, budget-limited, not
+    checked), its words folded below, a warning naming the budget-limited model."""
+    import html
+
+    out = tmp_path / "b"
+    base = dict(kind="cram", version=1, source="natural", samples=1, search="grid", seed=0, protocol="fast",
+                settings={}, curves=[], examples=[], created="x", hardware={}, wall_time=1.0, command="")
+    checks = {"fam-a": _check(False), "fam-b": _check(True), "fam-c": None}
+    for (name, chk), d in zip(checks.items(), (32, 64, 128)):
+        b = dict(base, model=name, facts=dict(d=d, vocab_size=1024, dtype="float32", family="gpt_neox", max_context=128),
+                 slope=dict(slope=d / 8, intercept=0.0, r2=0.99, slope_stderr=0.1, n_points=4), geometry=dict(r_inf=3.0))
+        if chk:
+            b["budget_check"] = chk
+        bundles.save(b, out)
+    monkeypatch.setattr(bundles, "bundle_dir", lambda: out)
+    monkeypatch.setattr(embedded, "names", lambda: list(checks))
+    app = SlopeApp(canvas="agg")
+    assert app.last_error is None, app.last_error
+    got = {r["model"]: (r["budget"], r["budget_text"]) for r in app.values["rows"]}
+    assert got == {n: bundles.budget_status(bundles.load("cram", n)) for n in checks}
+    assert [got[n][0] for n in checks] == ["converged", "budget-limited", "not checked"]
+    txt = app.readout.value
+    for name, (label, words) in got.items():
+        assert f"title='{html.escape(words, quote=True)}'>{label}</td>" in txt, name
+        assert f"<b>{name}</b>: {html.escape(words)}" in txt, name
+    assert "<b>budget-limited</b>: fam-b: their n50 and slopes" in txt
+    assert "m = 1: 5.0 with 1000 steps, 7.0 with 3000" in txt
+    assert [t.get_text() for t in app._ratio["labels"]] == ["fam-a", "fam-b (budget-limited)", "fam-c"]
+    assert [r["budget"] for r in app.data_rows()] == ["converged", "budget-limited", "not checked"]
+
+
+def test_slope_app_labels_the_shipped_family():
+    """The shipped family: the models with a budget check in their bundle read its label, the others "not checked"."""
+    app = SlopeApp(canvas="agg")
+    for r in app.values["rows"]:
+        b = bundles.load("cram", r["model"])
+        assert r["budget"] == bundles.budget_status(b)[0]
+        assert (r["budget"] == "not checked") == (not b.get("budget_check") and not b.get("budget_checks"))
+        assert f">{r['budget']}</td></tr>" in app.readout.value

@@ -49,6 +49,18 @@ def test_model_geometry_app_runs_on_tiny_model():
     assert "each about twice the last" not in txt   # 2,000 samples: one chunk, no convergence check
     assert list(app.conv["bound"].get_xdata()) == [2000]
     assert "raise N" in app.conv["text"].get_text()
+    # the last bar: box + cells at the measured ε (around a random memory vector in a live run)
+    from accesslib.theory import refined
+    q50 = float(app.eff.quantiles()[1])
+    me = app.view["measured"]
+    if math.isfinite(q50):
+        C = refined.measured_eps_slopes(rep.d, rep.vocab_size, q50, rep.stats.r_inf, widths=rep.stats.widths,
+                                        s_conv=rep.sconv.s_conv)["box+cells"].C
+        assert me["ok"] and heights.get("measured ε") is not None
+        assert app.bars["bars"][app.bars["kinds"].index("measured ε")].get_height() == pytest.approx(C)
+        assert "around a random memory vector" in txt and me["ratio"] is None   # no bundle: no measured a
+    else:
+        assert not me["ok"] and "did not change for most directions" in txt
 
 
 def test_model_geometry_app_shows_the_stored_measurement():
@@ -106,3 +118,50 @@ def test_model_geometry_app_run_on_a_real_model_that_is_not_installed(tmp_path, 
     assert app.report is None and not app.run_btn.disabled and app.stop_btn.disabled
     app.shipped_btn.click()
     assert app.last_error is None and app.view["name"] == "smollm2-135m"
+
+
+def test_the_last_bar_is_the_bound_at_the_measured_eps(tmp_path, monkeypatch):
+    """Stored view: the "measured ε" bar is box + cells at eps = median effective eps * r_inf
+    (the bundle's numbers, by hand), its C/a in the folded readout; a bundle without an
+    effective eps shows an empty bar and says why."""
+    import copy
+
+    from accesslib.apps.nb05_geometry import MEASURED_EPS, ModelGeometryApp
+    from accesslib.models import embedded
+    from accesslib.results import bundles
+    b = bundles.load("cram", embedded.DEFAULT)
+    geo = b["geometry"]
+    rel = sorted(np.inf if x is None else x for x in geo["effective_eps"]["rel"])
+    eps_rel = rel[math.ceil(len(rel) / 2) - 1]                       # the median threshold (inverted CDF)
+    eps = eps_rel * geo["r_inf"]
+    C = sum(math.log1p(w / eps) for w in geo["widths"]) / abs(geo["s_conv"])   # box count over |s_conv|
+    app = ModelGeometryApp(canvas="agg")
+    heights = {k: bar.get_height() for k, bar in zip(app.bars["kinds"], app.bars["bars"])}
+    assert heights[MEASURED_EPS] == pytest.approx(C, rel=1e-12)
+    assert heights[MEASURED_EPS] < heights["box+cells"]
+    a = b["slope"]["slope"]
+    folded = app.readout.value.split("<details>")[1]
+    assert f"box+cells C = <b>{C:,.1f}</b>, <b>C/a = {C / a:.1f}×</b>" in folded
+    assert f"ε = {eps_rel:.3g}·r<sub>∞</sub>" in folded and geo["effective_eps"]["around"] in folded
+    rows = [r for r in app.data_rows() if r["panel"] == "slope at the measured ε"]
+    assert rows[0]["bound"] == "box+cells" and rows[0]["drawn"] and rows[0]["C"] == pytest.approx(C)
+    # without an effective eps: no bar, the reason in the readout
+    out = tmp_path / "b"
+    nob = copy.deepcopy(b)
+    del nob["geometry"]["effective_eps"]
+    bundles.save(nob, out)
+    monkeypatch.setattr(bundles, "bundle_dir", lambda: out)
+    app.show_shipped()
+    heights = {k: bar.get_height() for k, bar in zip(app.bars["kinds"], app.bars["bars"])}
+    assert heights[MEASURED_EPS] == 0 and heights["box+cells"] == pytest.approx(geo["slopes"]["box+cells"])
+    assert "no bound at a measured ε" in app.readout.value and "holds no measured effective ε" in app.readout.value
+
+
+def test_a_median_that_never_changed_the_output_gives_no_bound():
+    from accesslib.apps.nb05_geometry import measured_eps_bound
+    me = measured_eps_bound(32, 257, 7.0, [0.1, None, None], widths=[1.0] * 32, s_conv=-9.0)
+    assert not me["ok"] and "did not change for most directions up to a relative move of 1" in me["reason"]
+    me = measured_eps_bound(32, 257, 7.0, [0.1, 0.2, None], widths=[1.0] * 32, s_conv=-9.0, slope=2.0)
+    assert me["ok"] and me["eps_rel"] == 0.2 and me["C_range"][0] is None      # the 90% threshold: inf
+    assert me["C_range"][1] == pytest.approx(32 * math.log1p(1 / 0.7) / 9.0)     # box+cells at eps_rel 0.1
+    assert me["ratio"] == pytest.approx(me["C"] / 2.0)
