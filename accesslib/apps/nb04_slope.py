@@ -27,6 +27,14 @@ def family_models() -> list[str]:
             and bundles.load("cram", n)["facts"].get("family") != "mamba"]
 
 
+def other_models() -> list[str]:
+    """Embedded models of another architecture with a cramming bundle (the Mamba twin): shown in
+    the table for comparison, kept out of the family's panels and its mean C/a."""
+    from accesslib.models import embedded
+
+    return [n for n in embedded.names() if n in bundles.available("cram") and n not in family_models()]
+
+
 class SlopeApp(App):
     """Measured slope a against d and against ln|V| over the embedded family, next to C."""
 
@@ -77,7 +85,12 @@ class SlopeApp(App):
                              "run scripts/make_bundles.py")
         for r in rows:   # is each slope the model's, or partly its step budget's?
             r["budget"], r["budget_text"] = bundles.budget_status(bundles.load("cram", r["model"]))
-        self.rows = rows
+        others = [r for r in bundles.family_table(other_models(), bound=self.bound.value, dtype=self.dtype.value)
+                  if r["slope"]]
+        for r in others:
+            r["budget"], r["budget_text"] = bundles.budget_status(bundles.load("cram", r["model"]))
+            r["family"] = bundles.load("cram", r["model"])["facts"].get("family")
+        self.rows, self.others = rows, others
         by_d, by_v = self._groups(rows)
         for i, (grp, key) in enumerate([(by_d, "d"), (by_v, "ln_vocab")]):
             slope_plots.update_slope_against(self._art[i], [r[key] for r in grp], [r["slope"] for r in grp],
@@ -100,10 +113,19 @@ class SlopeApp(App):
                 f"{td}{(r['C'] or float('nan')):.1f}</td>{td}{(r['ratio'] or float('nan')):.1f}</td>"
                 f"<td style='padding:0 8px;line-height:1.3' title='{html.escape(r['budget_text'], quote=True)}'>"
                 f"{html.escape(r['budget'])}</td></tr>"
-                for r in rows) + "</table>"
+                for r in rows) + "".join(
+                f"<tr style='font-style:italic;color:#555'>{td}{html.escape(str(r['model']))} "
+                f"({html.escape(str(r['family']))}, not in the family)</td>{td}{r['d']}</td>{td}{r['vocab_size']}</td>"
+                f"{td}{r['slope']:.2f} ± {(r['slope_stderr'] or float('nan')):.2f}</td>"
+                f"{td}{(r['r2'] if r['r2'] is not None else float('nan')):.3f}</td>"
+                f"{td}{(r['C'] or float('nan')):.1f}</td>{td}{(r['ratio'] or float('nan')):.1f}</td>"
+                f"<td style='padding:0 8px;line-height:1.3' title='{html.escape(r['budget_text'], quote=True)}'>"
+                f"{html.escape(r['budget'])}</td></tr>" for r in others) + "</table>"
             + f"<div style='margin-top:4px'>C/a ranges over a factor {spread:.2f} across the family "
-              f"(mean {mean:.1f}).</div>" + self._budget_html(rows))
-        self.values = dict(rows=rows, ratio_mean=mean, ratio_spread=spread)
+              f"(mean {mean:.1f})" + (": the transformers only; the other architecture is compared with its "
+                                      "transformer twin in notebook 09" if others else "")
+            + ".</div>" + self._budget_html(rows + others))
+        self.values = dict(rows=rows, others=others, ratio_mean=mean, ratio_spread=spread)
         self.redraw()
 
     @staticmethod
@@ -122,4 +144,5 @@ class SlopeApp(App):
         the predicted C (bound and ε as chosen), C/a and the budget check's label and words, with
         the mean C/a in every row."""
         return [dict(r, bound=self.bound.value, eps_from=self.dtype.value, d_over_ln_vocab=r["d"] / r["ln_vocab"],
-                     ratio_mean=self.values["ratio_mean"]) for r in self.values["rows"]]
+                     ratio_mean=self.values["ratio_mean"], in_family=r in self.values["rows"])
+                for r in self.values["rows"] + self.values["others"]]

@@ -85,3 +85,22 @@ def test_slope_app_labels_the_shipped_family():
         assert r["budget"] == bundles.budget_status(b)[0]
         assert (r["budget"] == "not checked") == (not b.get("budget_check") and not b.get("budget_checks"))
         assert f">{r['budget']}</td></tr>" in app.readout.value
+
+
+def test_slope_app_shows_the_mamba_twin_outside_the_family():
+    """The Mamba twin's bundle opens in 04: a row of its own (slope, C/a from its bundle), kept out
+    of the transformers' panels and their mean C/a."""
+    app = SlopeApp(canvas="agg")
+    assert app.last_error is None, app.last_error
+    fam = [r["model"] for r in app.values["rows"]]
+    assert "tiny-mamba-d64-v257" not in fam
+    (row,) = [r for r in app.values["others"] if r["model"] == "tiny-mamba-d64-v257"]
+    b = bundles.load("cram", "tiny-mamba-d64-v257")
+    assert row["slope"] == pytest.approx(b["slope"]["slope"])
+    assert row["ratio"] == pytest.approx(row["C"] / b["slope"]["slope"])
+    assert "tiny-mamba-d64-v257 (mamba, not in the family)" in app.readout.value
+    good = [r["ratio"] for r in app.values["rows"] if r["ratio"] and math.isfinite(r["ratio"])]
+    assert app.values["ratio_mean"] == pytest.approx(sum(good) / len(good))
+    flags = {r["model"]: r["in_family"] for r in app.data_rows()}
+    assert flags["tiny-mamba-d64-v257"] is False and all(flags[m] for m in fam)
+    assert len(app._ratio["labels"]) == len(fam)
