@@ -22,6 +22,11 @@ scheduler), writing to the results store; the same command again resumes (docs/s
 reads the results store: one line per curve with its n50, every string as CSV (standard
 library) or Parquet (pandas + pyarrow), or another store's rows copied in.
 
+    accesslib check-model gemma-3-270m [--against DIR_OR_HUB_NAME] [--support] [--json FILE]
+
+prints greedy continuations of fixed prompts and a fingerprint of the logits, compares them with
+another copy of the model, and measures the support under every reading (docs/gemma.md).
+
     accesslib app --port 8866 [--public] [--cull-idle SECONDS] [--preheat N]
 
 serves the notebooks as Voila web apps on 127.0.0.1 (what ``make app`` runs; needs the
@@ -646,6 +651,100 @@ def _run_store(args) -> int:
         return 2
 
 
+# --- check-model -----------------------------------------------------------------------------
+def _add_check_model(p: argparse.ArgumentParser):
+    p.add_argument("name", metavar="NAME",
+                   help="embedded or offline short name, local directory, hub name, or tiny:FAMILY[:d]")
+    p.add_argument("--against", metavar="PATH_OR_HUB_NAME",
+                   help="compare the logits with this model (a local directory, or a hub name in the "
+                        "local hub cache), loaded in float32")
+    p.add_argument("--tokens", type=_POSITIVE_INT, default=20, help="greedy tokens per prompt (default 20)")
+    p.add_argument("--support", action="store_true",
+                   help="measure the final hidden state under every reading (before/after the final norm, "
+                        "gain w or 1 + w, dtypes, last or all positions; docs/gemma.md)")
+    p.add_argument("--dtypes", nargs="+", choices=("float32", "bfloat16", "float16"), default=["float32"],
+                   help="--support: dtypes to run the model in (default float32)")
+    p.add_argument("--lengths", type=_POSITIVE_INT, nargs="+", metavar="L", default=[4, 8, 16, 32, 64, 128],
+                   help="--support: random-token sequence lengths (default 4 8 16 32 64 128)")
+    p.add_argument("--per-length", type=_POSITIVE_INT, default=200, help="--support: sequences per length")
+    p.add_argument("--untrained", action="store_true",
+                   help="--support: measure a randomly initialised model of the same config instead")
+    p.add_argument("--norm-weight", type=float, default=None,
+                   help="--support: measure a copy with every norm weight set to this value (with "
+                        "--untrained: of the untrained model; default: leave the weights)")
+    p.add_argument("--seed", type=arg_type(check_seed), default=0, help="seed (0..2**64 - 1)")
+    p.add_argument("--json", metavar="FILE", help="write everything printed as JSON here")
+    p.add_argument("--threads", type=_POSITIVE_INT, help="torch CPU threads")
+    p.add_argument("--no-progress", action="store_true")
+
+
+def _run_check_model(args) -> int:
+    import json
+    import math
+
+    from accesslib.models import check
+
+    out = _output_file("--json", args.json) if args.json else None
+    if (args.untrained or args.norm_weight is not None) and not args.support:
+        fail("--support", "given with --untrained and --norm-weight", False)
+    if args.against:   # a missing directory is refused before the (slow) model loads
+        check.check_reference(args.against, what="--against")
+    if args.threads:
+        import torch
+        torch.set_num_threads(args.threads)
+    lm = _load(args.name, "float32", "cpu")
+    f = lm.facts
+    print(f"model {f.name}: {f.family}, d={f.d}, |V|={f.vocab_size:,}, {f.n_params:,} parameters, {f.dtype} "
+          f"(source {f.source})")
+    rec = {"model": f.name, "facts": {k: getattr(f, k) for k in f.__dataclass_fields__}}
+    conts = check.continuations(lm, n_tokens=args.tokens)
+    print(f"greedy continuations ({args.tokens} tokens at most):")
+    for c in conts:
+        print(f"  {c.prompt!r} -> {c.text!r}")
+    rec["continuations"] = [vars(c) for c in conts]
+    fp = check.fingerprint(lm)
+    print("logits fingerprint:")
+    for line in fp.lines():
+        print("  " + line)
+    rec["fingerprint"] = fp.as_dict()
+    if args.against:
+        ref = check.load_reference(args.against, what="--against")
+        cmp = check.compare_models(lm, ref)
+        print(f"against {args.against}: {cmp.summary()}")
+        rec["against"] = {"name": args.against, "fingerprint": check.fingerprint(ref, fp.ids).as_dict(),
+                          "comparison": cmp.as_dict()}
+    if args.support:
+        from accesslib.engine.geometry import min_pairwise_cosine
+        if args.untrained:
+            model = check.untrained_like(lm, norm_weight=args.norm_weight, seed=args.seed)
+        else:
+            model = lm if args.norm_weight is None else check.with_norm_weight(lm, args.norm_weight)
+        table = check.support_readings(model, lengths=args.lengths, per_length=args.per_length,
+                                       dtypes=args.dtypes, seed=args.seed, min_cosine=min_pairwise_cosine,
+                                       progress=not args.no_progress)
+        weights = "as initialised" if args.norm_weight is None else args.norm_weight
+        print("support readings" + (f" of an untrained copy (seed {args.seed}, norm weights {weights})"
+                                    if args.untrained else "") +
+              (f" of a copy with every norm weight {args.norm_weight}"
+               if args.norm_weight is not None and not args.untrained else "") + ":")
+        for line in table.lines():
+            print("  " + line)
+        rec["support"] = dict(table.as_dict(), untrained=bool(args.untrained), norm_weight=args.norm_weight)
+    if out:
+        def clean(v):   # NaN (a non-finite reading) as null: strict JSON
+            if isinstance(v, float) and not math.isfinite(v):
+                return None
+            if isinstance(v, dict):
+                return {k: clean(x) for k, x in v.items()}
+            if isinstance(v, (list, tuple)):
+                return [clean(x) for x in v]
+            return v
+        with open(out, "w") as fh:
+            json.dump(clean(rec), fh, indent=1)
+        print(f"wrote {out}")
+    return 0
+
+
 #: name -> (add_arguments(parser), run(args) -> exit code, one-line help): every subcommand
 SUBCOMMANDS = {
     "cram": (_add_cram, _run_cram, "measure accessibility curves, n50 per m and the slope"),
@@ -656,6 +755,9 @@ SUBCOMMANDS = {
     "app": (_add_app, _run_app, "serve the notebooks as Voila web apps on 127.0.0.1 (needs accesslib[apps])"),
     "store": (_add_store, _run_store,
               "the results store: export it (CSV, Parquet), summarise its curves, merge another in"),
+    "check-model": (_add_check_model, _run_check_model,
+                    "is a model the real one? greedy continuations, a logits fingerprint, a comparison "
+                    "with another copy; the support under every reading"),
 }
 
 
