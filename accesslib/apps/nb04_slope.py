@@ -114,7 +114,7 @@ class SlopeApp(App):
                 f"<td style='padding:0 8px;line-height:1.3' title='{html.escape(r['budget_text'], quote=True)}'>"
                 f"{html.escape(r['budget'])}</td></tr>"
                 for r in rows) + "".join(
-                f"<tr style='font-style:italic;color:#555'>{td}{html.escape(str(r['model']))} "
+                f"<tr style='font-style:italic'>{td}{html.escape(str(r['model']))} "
                 f"({html.escape(str(r['family']))}, not in the family)</td>{td}{r['d']}</td>{td}{r['vocab_size']}</td>"
                 f"{td}{r['slope']:.2f} ± {(r['slope_stderr'] or float('nan')):.2f}</td>"
                 f"{td}{(r['r2'] if r['r2'] is not None else float('nan')):.3f}</td>"
