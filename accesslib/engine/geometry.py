@@ -159,18 +159,15 @@ def sample_support(model, lengths=None, per_length=None, *, batch_tokens=16384, 
     check_int("batch_tokens", int(batch_tokens), 1)
     from tqdm.auto import tqdm
 
+    from accesslib.models.check import iter_support_ids, support_jobs
+
     V = facts.shared_vocab_size(hf)   # input ids: ones both embeddings have, as cramming draws
     device = _device_of(hf)
-    gen = torch.Generator().manual_seed(check_seed("seed", seed))
-    jobs = []
-    for L in lengths:
-        bs = max(1, int(batch_tokens) // int(L))
-        for start in range(0, int(per_length), bs):
-            jobs.append((int(L), min(bs, int(per_length) - start)))
+    jobs = support_jobs(lengths, per_length, batch_tokens)
     out = []
-    for L, B in tqdm(jobs, desc="support samples", disable=not progress, leave=False):
-        ids = torch.randint(0, V, (B, L), generator=gen).to(device)
-        out.append(_final_hidden_on_device(hf, input_ids=ids))
+    for ids in tqdm(iter_support_ids(V, jobs, check_seed("seed", seed)), total=len(jobs), desc="support samples",
+                    disable=not progress, leave=False):
+        out.append(_final_hidden_on_device(hf, input_ids=ids.to(device)))
     return torch.cat(out).cpu()
 
 

@@ -43,7 +43,7 @@ from accesslib.models.loading import hf_model, load_model, torch_dtype
 __all__ = ["PROMPTS", "PROBE_TEXT", "READINGS", "POSITIONS", "Continuation", "continuations",
            "probe_ids", "logits", "Fingerprint", "fingerprint", "LogitsComparison", "compare_logits",
            "compare_models", "check_reference", "load_reference", "final_norm", "gain_offset",
-           "support_inputs", "SupportReading", "SupportTable", "support_readings", "with_norm_weight",
+           "support_jobs", "iter_support_ids", "support_inputs", "SupportReading", "SupportTable", "support_readings", "with_norm_weight",
            "untrained_like"]
 
 #: Plain prompts whose greedy continuations show that a model writes fluent text.
@@ -324,10 +324,30 @@ def _normalised(norm, x, offset):
 
 # --------------------------------------------------------------------------- support readings
 
+def support_jobs(lengths, per_length, batch_tokens) -> list[tuple[int, int]]:
+    """(L, B) of every batch of the support sample: ``per_length`` sequences at each length L,
+    batches of about ``batch_tokens`` tokens, in the order they are drawn."""
+    jobs = []
+    for L in lengths:
+        bs = max(1, int(batch_tokens) // int(L))
+        for start in range(0, int(per_length), bs):
+            jobs.append((int(L), min(bs, int(per_length) - start)))
+    return jobs
+
+
+def iter_support_ids(vocab_size, jobs, seed):
+    """The uniform random token ids [B, L] of each job in turn, from one CPU generator seeded by
+    ``seed`` (lazily: a large sample never holds all its ids at once)."""
+    gen = torch.Generator().manual_seed(int(seed))
+    for L, B in jobs:
+        yield torch.randint(0, vocab_size, (B, L), generator=gen)
+
+
 def support_inputs(model, lengths, per_length, *, seed=0, batch_tokens=16384):
     """The uniform random token ids [B, L] that ``accesslib.engine.geometry.sample_support``
-    draws for these arguments, batch by batch in its order (the same CPU generator and draws),
-    so a reading here is measured on exactly the geometry's inputs."""
+    draws for these arguments, batch by batch in its order (it draws them with
+    :func:`support_jobs` and :func:`iter_support_ids` too), so a reading here is measured on
+    exactly the geometry's inputs."""
     hf = hf_model(model)
     lengths = [check_int("lengths", int(L), 1) for L in lengths]
     if not lengths:
@@ -337,14 +357,8 @@ def support_inputs(model, lengths, per_length, *, seed=0, batch_tokens=16384):
     ctx = facts.max_context(hf)
     if ctx and max(lengths) > ctx:
         raise ValueError(f"lengths must be <= the model's context {ctx}; got max {max(lengths)}")
-    V = facts.shared_vocab_size(hf)
-    gen = torch.Generator().manual_seed(check_seed("seed", seed))
-    jobs = []
-    for L in lengths:
-        bs = max(1, batch_tokens // L)
-        for start in range(0, per_length, bs):
-            jobs.append((L, min(bs, per_length - start)))
-    return [torch.randint(0, V, (B, L), generator=gen) for L, B in jobs]
+    jobs = support_jobs(lengths, per_length, batch_tokens)
+    return list(iter_support_ids(facts.shared_vocab_size(hf), jobs, check_seed("seed", seed)))
 
 
 @dataclass
