@@ -55,6 +55,7 @@ from accesslib._checks import (
     fail_short,
 )
 from accesslib.engine.decoding import as_autocast_dtype, autocast, forward_options, greedy, token_ids
+from accesslib.engine.lean import lean_forward, lean_greedy
 from accesslib.models import facts
 from accesslib.models.loading import hf_model
 
@@ -423,7 +424,7 @@ class CramSession:
                  weight_decay=0.01, max_steps=3000, patience=500, schedule=None, seed=0,
                  autocast_dtype=None, init_std=None, on_step=None, on_string=None, stop=None,
                  verify=True, eps=1e-8, batch_size=None, rows_per_pass=None, profile=False,
-                 patience_on="loss"):
+                 patience_on="loss", lean=True):
         model = hf_model(model)
         check_token_ids("prefix_ids", prefix_ids)   # a str is not a list of ids ('12' is not [1, 2])
         prefix = token_ids(prefix_ids, "prefix_ids")
@@ -444,6 +445,8 @@ class CramSession:
         self.d = int(self.emb.weight.shape[1])
         self.std = float(init_std) if init_std is not None else init_std_of(model)
         self.opts = forward_options(model)
+        # the lean forward (bit-identical logits, less overhead) where it applies; see engine/lean.py
+        self.fwd = lean_forward(model) if lean and self.ac_dtype is None else None
         self.batch_size = batch_size
         self.rows_per_pass = rows_per_pass
         head = model.get_output_embeddings()
@@ -490,7 +493,8 @@ class CramSession:
                     init_std=self.std, init="normal*init_std, generator seeded by sha256(seed, target ids)",
                     verify=self.verify, eps=self.eps, success="greedy" if self.verify else "teacher-forced",
                     model_dtype=str(self.mdt).replace("torch.", ""), device=str(self.dev),
-                    batch_size=self.batch_size, engine="continuous batching")
+                    batch_size=self.batch_size, engine="continuous batching",
+                    forward="transformers" if self.fwd is None else "lean gpt_neox")
 
     # -- the active rows --------------------------------------------------------------------
     def _admit(self, rows: list[_Row]):
@@ -612,11 +616,14 @@ class CramSession:
             parts = [] if self.pre is None else [self.pre.expand(c, -1, -1)]
             pool = torch.cat(parts + [mem.to(self.mdt), st["tin"][sl]], 1)
             x = pool if st["uniform"] else pool.gather(1, st["idx"][sl, :, None].expand(-1, -1, self.d))
-            kw = {"inputs_embeds": x, "use_cache": False}
-            if self.opts["logits_to_keep"]:
-                kw["logits_to_keep"] = st["K"]
-            with autocast(self.dev, self.ac_dtype):
-                logits = self.model(**kw).logits[:, -st["K"]:]
+            if self.fwd is not None:
+                logits = self.fwd(x, st["K"])
+            else:
+                kw = {"inputs_embeds": x, "use_cache": False}
+                if self.opts["logits_to_keep"]:
+                    kw["logits_to_keep"] = st["K"]
+                with autocast(self.dev, self.ac_dtype):
+                    logits = self.model(**kw).logits[:, -st["K"]:]
             labels = st["labels"][sl]
             lf = logits.float()
             V = lf.shape[-1]
@@ -651,8 +658,12 @@ class CramSession:
             ri = torch.tensor([rows[j] for j in js], device=self.dev)
             while True:
                 try:
-                    g = greedy(self.model, mem[ri, :m], n, prefix_ids=self.prefix, given_ids=st["given"][ri],
-                               autocast_dtype=self.ac_dtype, batch=self._passes(len(js), 1)).cpu()
+                    if self.fwd is not None:      # the lean forward, re-run per token (no cache)
+                        g = lean_greedy(self.fwd, self.emb, self.pre, mem[ri, :m].to(self.mdt), st["given"][ri],
+                                        n, batch=self._passes(len(js), 1)).cpu()
+                    else:
+                        g = greedy(self.model, mem[ri, :m], n, prefix_ids=self.prefix, given_ids=st["given"][ri],
+                                   autocast_dtype=self.ac_dtype, batch=self._passes(len(js), 1)).cpu()
                     break
                 except torch.OutOfMemoryError:
                     self._halve()
@@ -858,7 +869,7 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
          betas=(0.9, 0.9), weight_decay=0.01, max_steps=3000, patience=500, schedule=None,
          seed=0, autocast_dtype=None, init_std=None, on_step: Callable | None = None,
          on_string: Callable | None = None, stop=None, verify=True, eps=1e-8, batch_size=None,
-         rows_per_pass=None, profile=False, patience_on="loss") -> CramResult:
+         rows_per_pass=None, profile=False, patience_on="loss", lean=True) -> CramResult:
     """Cram target strings into m memory vectors each; see the module docstring.
 
     model: a transformers causal LM (a LoadedModel is unwrapped); its weights are not changed.
@@ -880,6 +891,9 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
     rows_per_pass: at most this many rows per forward/backward pass (default: by LOGITS_BUDGET);
         halved on an out-of-memory error.
     profile: synchronise the GPU around each phase so ``CramResult.timings`` is exact there.
+    lean: use the lean forward of :mod:`accesslib.engine.lean` where it applies (small GPT-NeoX
+        models without autocast; bit-identical logits, less overhead); False: always the
+        transformers forward. ``settings["forward"]`` says which one ran.
     on_step(StepInfo), on_string(StringResult): callbacks; stop: Event or callable -> bool,
         checked before every step; an interrupted run returns what finished (interrupted=True).
     verify: confirm teacher-forced successes by greedy generation (default). With verify=False
@@ -899,7 +913,7 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
                           schedule=schedule, seed=seed, autocast_dtype=autocast_dtype, init_std=init_std,
                           on_step=on_step, on_string=on_string, stop=stop, verify=verify, eps=eps,
                           batch_size=batch_size, rows_per_pass=rows_per_pass, profile=profile,
-                          patience_on=patience_on)
+                          patience_on=patience_on, lean=lean)
     for i, (ids, mi) in enumerate(zip(tl, ms)):    # each target checked here, before anything runs
         session.submit(ids, int(mi), where="targets" if isinstance(targets, torch.Tensor) else f"targets[{i}]")
     lens = sorted({int(t.numel()) for t in tl})

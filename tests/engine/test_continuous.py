@@ -88,48 +88,64 @@ def test_row_passes_agree_with_one_pass(neox):
         cramming.LOGITS_BUDGET = old
 
 
-def test_out_of_memory_halves_rows_and_completes(neox):
+@pytest.mark.parametrize("lean", [False, True])
+def test_out_of_memory_halves_rows_and_completes(neox, monkeypatch, lean):
+    """Injected into the transformers forward (lean=False) or into the lean forward."""
     T = ragged(6)
-    clean = cram(neox, T, 1, **KW)
+    clean = cram(neox, T, 1, lean=lean, **KW)
     calls = {"raised": 0}
-    forward = neox.forward
 
-    def picky(*a, **kw):       # "out of memory" for a pass of more than 2 rows
-        x = kw.get("inputs_embeds")
-        if x is not None and x.shape[0] > 2:
-            calls["raised"] += 1
-            raise torch.OutOfMemoryError("CUDA out of memory (injected)")
-        return forward(*a, **kw)
+    def picky_of(forward):     # "out of memory" for a pass of more than 2 rows
+        def picky(*a, **kw):
+            x = kw.get("inputs_embeds", a[0] if a else None)
+            if x is not None and x.shape[0] > 2:
+                calls["raised"] += 1
+                raise torch.OutOfMemoryError("CUDA out of memory (injected)")
+            return forward(*a, **kw)
+        return picky
 
-    neox.forward = picky
-    try:
-        r = cram(neox, T, 1, **KW)
-    finally:
-        del neox.forward
+    def run(wrap, *a, **kw):
+        if lean:
+            real = cramming.lean_forward
+            monkeypatch.setattr(cramming, "lean_forward", lambda model: wrap(real(model)))
+            try:
+                return cram(neox, *a, lean=True, **kw)
+            finally:
+                monkeypatch.setattr(cramming, "lean_forward", real)
+        forward = neox.forward
+        neox.forward = wrap(forward)
+        try:
+            return cram(neox, *a, lean=False, **kw)
+        finally:
+            del neox.forward
+
+    r = run(picky_of, T, 1, **KW)
+    assert r.settings["forward"] == ("lean gpt_neox" if lean else "transformers")
     assert calls["raised"] >= 1 and r.oom_retries >= 1
     assert [s.success for s in r.strings] == [s.success for s in clean.strings]
     assert [s.steps for s in r.strings] == [s.steps for s in clean.strings]
     # never swallowed: when even one row does not fit, the error reaches the caller
-    neox.forward = lambda *a, **kw: (_ for _ in ()).throw(torch.OutOfMemoryError("injected"))
-    try:
-        with pytest.raises(torch.OutOfMemoryError, match="one string per forward pass"):
-            cram(neox, T[:2], 1, max_steps=3)
-    finally:
-        del neox.forward
+    always = lambda forward: lambda *a, **kw: (_ for _ in ()).throw(torch.OutOfMemoryError("injected"))  # noqa: E731
+    with pytest.raises(torch.OutOfMemoryError, match="one string per forward pass"):
+        run(always, T[:2], 1, max_steps=3)
 
 
-def test_greedy_recheck_backs_off(neox, monkeypatch):
+@pytest.mark.parametrize("lean", [False, True])
+def test_greedy_recheck_backs_off(neox, monkeypatch, lean):
     """A row that passes teacher-forced but fails greedy is re-checked at steps 0, 1, 3, 7, ...
-    (a doubling back-off, at most every 64 steps), not at every step."""
+    (a doubling back-off, at most every 64 steps), not at every step (both greedy paths: the
+    transformers one and the lean one)."""
     checks = []
-    real = cramming.greedy
+    name = "lean_greedy" if lean else "greedy"
+    real = getattr(cramming, name)
 
-    def never(model, mem, n, **kw):          # greedy always disagrees with the target
-        checks.append(mem.shape[0])
-        return (real(model, mem, n, **kw) + 1) % V
+    def never(*a, **kw):          # greedy always disagrees with the target
+        out = real(*a, **kw)
+        checks.append(out.shape[0])
+        return (out + 1) % V
 
-    monkeypatch.setattr(cramming, "greedy", never)
-    r = cram(neox, [[5]], 1, max_steps=200, patience=1000, lr=5e-2)
+    monkeypatch.setattr(cramming, name, never)
+    r = cram(neox, [[5]], 1, max_steps=200, patience=1000, lr=5e-2, lean=lean)
     s = r.strings[0]
     assert s.tf_success and not s.success and s.reason == "max_steps" and s.steps == 200
     # tf passes at (nearly) every one of 201 steps; checks: <= log2 steps + every 64 after + final report

@@ -8,6 +8,7 @@ import threading
 import pytest
 import torch
 
+from accesslib.engine import cramming
 from accesslib.engine.cramming import (
     PROTOCOLS,
     CramResult,
@@ -120,8 +121,8 @@ def test_nan_row_fails_alone(neox):
     T = rand_targets(4, 1, seed=9)
     clean = cram(neox, T, 1, max_steps=60)
     h = neox.gpt_neox.final_layer_norm.register_forward_hook(poison)
-    try:
-        r = cram(neox, T, 1, max_steps=60)
+    try:       # a hook on a module: the transformers forward (the lean one calls no modules' hooks)
+        r = cram(neox, T, 1, max_steps=60, lean=False)
     finally:
         h.remove()
     s0 = r.strings[0]
@@ -134,11 +135,38 @@ def test_nan_row_fails_alone(neox):
 def test_all_nan_reported_not_silent(neox):
     h = neox.gpt_neox.final_layer_norm.register_forward_hook(lambda m, i, o: o * float("nan"))
     try:
-        r = cram(neox, rand_targets(3, 2), 1, max_steps=50)
+        r = cram(neox, rand_targets(3, 2), 1, max_steps=50, lean=False)
     finally:
         h.remove()
     assert [s.reason for s in r.strings] == ["non-finite loss"] * 3
     assert r.n_success == 0 and all(s.steps == 0 for s in r.strings)
+
+
+def test_nan_row_fails_alone_lean_forward(neox, monkeypatch):
+    """The same on the lean forward: NaN logits in string 0 at the first pass only."""
+    real = cramming.lean_forward
+    calls = {"n": 0}
+
+    def poisoned(model):
+        fwd = real(model)
+
+        def f(x, keep):
+            out = fwd(x, keep)
+            calls["n"] += 1
+            if calls["n"] == 1:
+                out = out.clone()
+                out[0] = float("nan")
+            return out
+        return f
+
+    T = rand_targets(4, 1, seed=9)
+    clean = cram(neox, T, 1, max_steps=60)
+    monkeypatch.setattr(cramming, "lean_forward", poisoned)
+    r = cram(neox, T, 1, max_steps=60)
+    assert r.settings["forward"] == "lean gpt_neox"
+    s0 = r.strings[0]
+    assert (s0.success, s0.tf_success, s0.reason) == (False, False, "non-finite loss")
+    assert [s.success for s in r.strings[1:]] == [s.success for s in clean.strings[1:]]
 
 
 def test_stop_returns_partial_results(neox):
