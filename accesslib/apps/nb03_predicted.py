@@ -24,6 +24,7 @@ from accesslib.apps.policy import app_policy
 from accesslib.config import FAST
 from accesslib.plots import bounds as plotting
 from accesslib.plots import cramming as cram_plots
+from accesslib.plots.bounds import MEASURED_SUFFIX
 from accesslib.results import bundles, reference
 from accesslib.results.bundles import predicted_slopes
 from accesslib.theory import bounds
@@ -36,7 +37,6 @@ PAPER_MAX_STEPS = 3000
 #: flagged as likely budget-limited (more steps would have crammed longer strings)
 BUDGET_SHARE = 0.75
 #: the name of the line at the measured effective eps ends with this (after the bound's name)
-MEASURED_SUFFIX = ", measured ε"
 #: what a bundle's ``source`` means, in the reader's words
 TARGETS = {"natural": "natural-text targets",
            "tokens": "uniform random token ids (each token costs the full ln|V|; harder than "
@@ -185,9 +185,6 @@ class PredictedApp(App):
         plotting.update_model_bounds(
             self.art, drawn, ms, n50, se, fit=(a, sl.get("intercept") or 0.0) if a else None, log=log,
             title=f"{b['model']} (d = {facts['d']}, |V| = {facts['vocab_size']:,}): its bounds and its n50")
-        for k, line in self.art["bounds"].items():
-            if k.endswith(MEASURED_SUFFIX):   # set apart: its ε is measured, not the sliders'
-                line.set(ls=(0, (1, 1.2)), lw=2.8)
         pub = self.published_slopes(eps_rel)
         if self.show_published.value:
             plotting.update_published_models(self.art_pub, pub, log=log)

@@ -587,13 +587,6 @@ def geometry_report(model, *, name=None, dtype="paper", samples=None, lengths=No
     st = support_stats(torch.as_tensor(samples).to(W.device), seed=seed)   # on the model's device
     V, d = W.shape
     eps = float(bounds.eps_for_dtype(dtype, st.r_inf))
-    lnV = math.log(V)
-    ball = bounds.slope(d, V, eps, st.r_inf)
-    slopes = {"ball": refined.RefinedSlope("ball", ball, ball * lnV, 0.0, lnV),
-              "box": refined.box_slope(st.widths, V, eps, r=st.r_inf),
-              "cone": refined.cone_slope(d, V, eps, st.r_inf, st.phi)}
-    if st.n > d:  # with N <= d samples the fit sees a flat (N-1)-dim slice: no valid bound
-        slopes["ellipsoid"] = refined.ellipsoid_slope(st.axes.semi_axes, V, eps, r=st.r_inf)
     cells = sconv = sconv_drop = None
     convergence = []
     if n_cells != 0:
@@ -603,7 +596,15 @@ def geometry_report(model, *, name=None, dtype="paper", samples=None, lengths=No
         sconv = fit_s_conv(cells, zero_hit=zero_hit)
         sconv_drop = sconv if zero_hit == "drop" else fit_s_conv(cells, zero_hit="drop")
         convergence = sconv_convergence(cells)
-        slopes["cells"] = refined.cell_slope(slopes["ball"].log_count, sconv.s_conv)
-        slopes["box+cells"] = refined.cell_slope(slopes["box"].log_count, sconv.s_conv)
+    # ball, box (and cells, box+cells) as refined.slopes_at_eps composes them; cone, ellipsoid here
+    composed = refined.slopes_at_eps(d, V, eps, st.r_inf, widths=st.widths,
+                                     s_conv=None if sconv is None else sconv.s_conv)
+    slopes = {"ball": composed["ball"], "box": composed["box"],
+              "cone": refined.cone_slope(d, V, eps, st.r_inf, st.phi)}
+    if st.n > d:  # with N <= d samples the fit sees a flat (N-1)-dim slice: no valid bound
+        slopes["ellipsoid"] = refined.ellipsoid_slope(st.axes.semi_axes, V, eps, r=st.r_inf)
+    for key in ("cells", "box+cells"):
+        if key in composed:
+            slopes[key] = composed[key]
     nm = name or getattr(getattr(model, "facts", None), "name", None) or type(hf).__name__
     return GeometryReport(nm, d, V, eps, str(dtype), st, cells, sconv, slopes, sconv_drop, convergence)

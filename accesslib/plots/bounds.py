@@ -23,6 +23,7 @@ from matplotlib.transforms import blended_transform_factory
 from accesslib.plots.style import (
     BOUND_STYLES,
     COLORS,
+    MEASURED_BOUND_STYLE,
     STYLE,
     bound_color,
     dataset_color,
@@ -263,16 +264,23 @@ def plot_model_bounds(ax, *, m_max=5, title=""):
     return dict(ax=ax, m_max=m_max, bounds={}, labels={}, measured=measured, fit=fit)
 
 
+#: the name suffix of a bound drawn at a measured precision ("ball, measured ε")
+MEASURED_SUFFIX = ", measured ε"
+
+
 def update_model_bounds(art, slopes, m, n50, stderr, *, fit=None, log=False, title=None):
     """Move one model's panel: ``slopes`` {bound name: C or None} as lines n* = C·m, the measured
     ``n50`` ± ``stderr`` at ``m``, ``fit`` = (a, b) as the line a·m + b (None: no line); linear
-    axes unless ``log``. Every line gets its name and slope at its right end."""
+    axes unless ``log``. Every line gets its name and slope at its right end; a name ending in
+    ``MEASURED_SUFFIX`` is drawn in ``MEASURED_BOUND_STYLE``."""
     ax, m_max = art["ax"], art["m_max"]
     x0 = 0.5 if log else 0.0
     for name, C in slopes.items():
         if name not in art["bounds"]:
-            (art["bounds"][name],) = ax.plot([], [], color=bound_color(name), ls=BOUND_STYLES.get(name, "-"),
-                                             lw=2.2 if name == "ball" else 1.6, zorder=3)
+            style = dict(ls=BOUND_STYLES.get(name, "-"), lw=2.2 if name == "ball" else 1.6)
+            if name.endswith(MEASURED_SUFFIX):    # its ε is measured, not the sliders': set apart
+                style.update(MEASURED_BOUND_STYLE)
+            (art["bounds"][name],) = ax.plot([], [], color=bound_color(name), zorder=3, **style)
         ok = C is not None and math.isfinite(C)
         xs = np.array([x0, m_max], dtype=float)
         art["bounds"][name].set_data((xs, C * xs) if ok else ([], []))

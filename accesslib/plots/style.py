@@ -43,6 +43,10 @@ M_COLORS = ["#6a3d9a", "#e07b00", "#2a9d48", "#c0392b", "#1f77b4", "#8c564b", "#
 #: one line style per refined bound (predicted lines)
 BOUND_STYLES = {"ball": "-", "box": "--", "ellipsoid": "-.", "cone": ":", "cells": (0, (5, 1, 1, 1))}
 
+#: a bound drawn at a measured precision (notebook 03's "..., measured ε" line): set apart from
+#: the slider-driven bounds by a fine dotted, heavier line (its colour stays the bound's own)
+MEASURED_BOUND_STYLE = dict(ls=(0, (1, 1.2)), lw=2.8)
+
 #: one colour per refined bound: shades of the predicted blue, told apart further by their line
 #: style and the label at each line's end (notebook 03)
 BOUND_COLORS = {"ball": "#1f4e9c", "box": "#2b8cbe", "ellipsoid": "#0c7c7a", "cone": "#5e6fa8",

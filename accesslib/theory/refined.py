@@ -240,23 +240,16 @@ def cell_slope(log_count, s_conv):
     return _result("cells", lc, None, abs(float(s)))
 
 
-def measured_eps_slopes(d, vocab_size, eps_rel, r, *, widths=None, s_conv=None) -> dict:
-    """The counting bound at a measured precision: eps = eps_rel * r in place of the dtype's
-    eps = r * unit roundoff, with the box and cell refinements on top.
-
-    eps_rel: a measured effective eps, e.g. the median over random directions of the smallest
-    relative move ||delta|| / ||x|| of a crammed memory that changes its greedy output
-    (:func:`accesslib.engine.geometry.effective_eps`); it takes the place of the unit roundoff
-    (2^-11 for [A]'s fp16) relative to the support radius r (r_inf). Returns {name:
-    :class:`RefinedSlope`}: "ball" = d ln(1 + 2/eps_rel) / ln|V| (:func:`ball_log_count`, r
-    cancels); with ``widths``, "box" (:func:`box_slope` at eps); with ``s_conv``, "cells" and,
-    with both, "box+cells" (:func:`cell_slope` of the ball's and the box's log counts), as
-    :func:`accesslib.engine.geometry.geometry_report` composes them at the dtype's eps.
-    """
+def slopes_at_eps(d, vocab_size, eps, r, *, widths=None, s_conv=None) -> dict:
+    """The ball bound at precision eps and support radius r, with the box and cell refinements on
+    top: {name: :class:`RefinedSlope`}: "ball" = d ln(1 + 2r/eps) / ln|V|
+    (:func:`ball_log_count`); with ``widths``, "box" (:func:`box_slope`); with ``s_conv``, "cells"
+    and, with both, "box+cells" (:func:`cell_slope` of the ball's and the box's log counts). The one
+    place these four are composed: :func:`accesslib.engine.geometry.geometry_report` (at the
+    dtype's eps) and :func:`measured_eps_slopes` (at a measured eps) call it."""
     V = _vocab(vocab_size)
-    eps_rel = _single("eps_rel", eps_rel, low=0, low_open=True)
+    eps = _single("eps", eps, low=0, low_open=True)
     r = _single("r", r, low=0, low_open=True)
-    eps = eps_rel * r
     lnV = math.log(V)
     ball = ball_log_count(d, eps, r)
     out = {"ball": RefinedSlope("ball", ball / lnV, ball, 0.0, lnV)}
@@ -267,3 +260,19 @@ def measured_eps_slopes(d, vocab_size, eps_rel, r, *, widths=None, s_conv=None) 
         if "box" in out:
             out["box+cells"] = cell_slope(out["box"].log_count, s_conv)
     return out
+
+
+def measured_eps_slopes(d, vocab_size, eps_rel, r, *, widths=None, s_conv=None) -> dict:
+    """The counting bound at a measured precision: eps = eps_rel * r in place of the dtype's
+    eps = r * unit roundoff, with the box and cell refinements on top.
+
+    eps_rel: a measured effective eps, e.g. the median over random directions of the smallest
+    relative move ||delta|| / ||x|| of a crammed memory that changes its greedy output
+    (:func:`accesslib.engine.geometry.effective_eps`); it takes the place of the unit roundoff
+    (2^-11 for [A]'s fp16) relative to the support radius r (r_inf). Returns
+    :func:`slopes_at_eps` at eps = eps_rel * r ("ball": d ln(1 + 2/eps_rel) / ln|V|, r cancels;
+    "box" with ``widths``; "cells" with ``s_conv``; "box+cells" with both).
+    """
+    eps_rel = _single("eps_rel", eps_rel, low=0, low_open=True)
+    r = _single("r", r, low=0, low_open=True)
+    return slopes_at_eps(d, vocab_size, eps_rel * r, r, widths=widths, s_conv=s_conv)

@@ -59,7 +59,8 @@ MAX_SEED = 2**32 - 1
 
 # cram() parameters a sweep's engine: may not set: the job sets them (m, seed), or they are
 # Python objects (callbacks, the model, the targets)
-_ENGINE_RESERVED = ("model", "targets", "m", "seed", "on_step", "on_string", "stop")
+# (lean: which forward runs, with bit-identical results: an implementation choice, not a setting)
+_ENGINE_RESERVED = ("model", "targets", "m", "seed", "on_step", "on_string", "stop", "lean")
 # tiny_model's config overrides a sweep accepts besides its named parameters (any other key
 # would be set on the transformers config and silently do nothing)
 _TINY_CONFIG_KEYS = ("initializer_range",)
