@@ -14,7 +14,8 @@ Three sections, each recorded with its status ("ok", "error" with the error, or 
 the reason), its results and its seconds:
 
 1. ``checks``: the engine and geometry on the device against the CPU, on the embedded default
-   model (``accesslib.models.embedded.DEFAULT``) in float32 - forward logits; greedy decoding
+   model (``accesslib.models.embedded.DEFAULT``) in float32 - forward logits; the engine's lean
+   forward against the transformers forward on the device; greedy decoding
    with and without the cache, and on the device against the CPU; cramming the same strings
    under the same settings on both (initial losses, solved counts, and whether every memory
    crammed on the device also decodes to its string on the CPU); the geometry's support
@@ -216,6 +217,20 @@ def section_checks(dev, quick, clock) -> dict:
         b = on_cpu(ids).logits.float()
     _check(results, "forward logits, device vs cpu (max rel diff <= 1e-4)", _rel_diff(a, b) <= 1e-4,
            max_rel_diff=_rel_diff(a, b))
+
+    # the engine's lean forward against the transformers forward on the device (bit-identical on
+    # the CPU, tests/engine/test_lean.py; on CUDA the attention kernel may differ with strides)
+    from accesslib.engine.lean import lean_forward
+    fwd = lean_forward(on_dev)
+    if fwd is None:
+        _check(results, "lean forward on the device (not used for this model)", True, used=False)
+    else:
+        x = torch.randn(8, 16, d, generator=g).to(dev)
+        with torch.no_grad():
+            a = fwd(x, 12).float().cpu()
+            b = on_dev(inputs_embeds=x, logits_to_keep=12).logits.float().cpu()
+        _check(results, "lean forward vs transformers forward on the device (max rel diff <= 1e-5)",
+               _rel_diff(a, b) <= 1e-5, max_rel_diff=_rel_diff(a, b), bit_identical=bool(torch.equal(a, b)))
 
     # greedy decoding: cache vs no cache on the device, device vs cpu
     rows, n_tok = (8, 4) if quick else (64, 8)
