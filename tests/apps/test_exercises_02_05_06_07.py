@@ -153,16 +153,23 @@ def test_02_q3_random_tokens_fit_fewer_tokens_than_natural_text(store):
 
 def test_02_q4_stop_then_run_loses_nothing_and_counts_nothing_twice(store):
     """Q4: Stop keeps every finished string in the store; Run again crams only the rest."""
-    import time
 
     from accesslib.apps.nb02_cramming import CrammingApp
     app = CrammingApp(store=store, canvas="agg", fast=True)
-    app.source.value, app.lengths.value, app.samples.value, app.max_steps.value = "tokens", "2, 3, 4", 2, 40
+    # 2 natural-text tokens are crammed in a few steps, 12 take far longer (or the whole budget);
+    # Stop is pressed as the first string lands (as a user pressing it then would), so the first
+    # run ends with some strings done and some not, under any load (polling the rows from here
+    # could miss that moment on a busy machine)
+    app.source.value, app.lengths.value, app.samples.value, app.max_steps.value = "natural", "2, 3, 12", 2, 300
+    on_string = app._on_string
+
+    def then_stop(row):
+        on_string(row)
+        app.stop()
+    app._on_string = then_stop
     app.start()
-    while not app.rows and app.is_running:
-        time.sleep(0.05)
-    app.stop()
     assert app.wait(timeout=300) and "stopped" in app.status.value
+    app._on_string = on_string
     first = store.count()
     assert 1 <= first < 6 and first == len(app.rows)
     app.start()
