@@ -206,7 +206,8 @@ def _add_budget_check(a, command):
     for name in a.add_budget_check:
         b = bundles.load("cram", name, a.out)
         chk = bundling.budget_check(load_model(name), b, a.budget_factor, a.budget_ms, store=store, progress=True,
-                                    command=command)
+                                    command=command, max_steps=a.budget_max_steps, patience=a.budget_patience,
+                                    lengths=a.budget_lengths)
         b = bundles.load("cram", name, a.out)   # re-read: keep what another step wrote meanwhile
         b["budget_check"] = chk
         path = bundles.save(b, a.out)
@@ -335,7 +336,15 @@ def main(argv=None):
     p.add_argument("--budget-factor", type=int, default=3, help="budget check: step budget multiple (default 3)")
     p.add_argument("--budget-ms", nargs="+", type=int, default=None, metavar="M",
                    help="budget check: these m (default: 1 and the largest m of the bundle)")
+    p.add_argument("--budget-max-steps", type=int, default=None, metavar="N",
+                   help="budget check: this step budget instead of --budget-factor times the bundle's")
+    p.add_argument("--budget-patience", type=int, default=None, metavar="N",
+                   help="with --budget-max-steps: this patience (default: the bundle's, scaled alike)")
+    p.add_argument("--budget-lengths", nargs="+", default=None, metavar="M:N1,N2",
+                   help="budget check of a grid bundle: measure at these lengths (M:N1,N2,... per m)")
     a = p.parse_args(argv)
+    if a.budget_lengths:
+        a.budget_lengths = parse_lengths(a.budget_lengths, a.budget_ms or [], p.error)
 
     import torch
 

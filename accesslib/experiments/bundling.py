@@ -108,7 +108,8 @@ def _moved(n50, se, n50_x, se_x):
 
 def budget_check(lm, bundle_or_curves, factor: int = 3, ms=None, *, samples: int | None = None, store=None,
                  progress: bool = False, on_string=None, batch_size: int | None = None, precision: float = 0.02,
-                 command: str = "") -> dict:
+                 command: str = "", max_steps: int | None = None, patience: int | None = None,
+                 lengths: dict | None = None) -> dict:
     """Is n50 a property of the model or of the step budget? Re-measure it with ``factor`` times
     the budget and see whether it moves.
 
@@ -132,12 +133,20 @@ def budget_check(lm, bundle_or_curves, factor: int = 3, ms=None, *, samples: int
 
     (``shift``: the move in units of the combined stderr; ``settings``: source, samples, search,
     seed, protocol, max_steps and patience at both budgets.)
+
+    ``max_steps`` / ``patience``: the larger budget given outright instead of ``factor`` times the
+    bundle's (then ``factor`` records max_steps over the bundle's steps; patience defaults to the
+    bundle's times that ratio, rounded). ``lengths`` ({m: [n, ...]}, grid search only): measure the
+    larger budget at these lengths instead of the bundle's, e.g. where a longer budget moved the
+    50% point beyond the bundle's grid. Either lets a check reuse strings a longer run left in
+    ``store`` (same source, seed, samples, settings and lengths: nothing is crammed twice).
     """
     from accesslib._checks import check_int, check_int_list
     from accesslib.experiments.curves import accessibility_curves
     from accesslib.theory.stats import fit_n50
 
-    factor = check_int("factor", factor, 2)
+    if max_steps is None:
+        factor = check_int("factor", factor, 2)
     if isinstance(bundle_or_curves, dict):
         b = bundle_or_curves
         base = {int(c["m"]): dict(c, n50=None, n50_stderr=None) for c in b["curves"]}
@@ -165,9 +174,27 @@ def budget_check(lm, bundle_or_curves, factor: int = 3, ms=None, *, samples: int
     missing = [m for m in ms if m not in base]
     if missing:
         raise ValueError(f"ms must be among the measured m {sorted(base)}; got {list(ms)}")
-    longer = dict(settings, max_steps=int(settings["max_steps"]) * factor,
-                  patience=int(settings["patience"]) * factor)
-    lengths = {m: base[m]["lengths"] for m in ms} if search == "grid" else None
+    if max_steps is None:
+        longer = dict(settings, max_steps=int(settings["max_steps"]) * factor,
+                      patience=int(settings["patience"]) * factor)
+    else:
+        steps0 = int(settings["max_steps"])
+        max_steps = check_int("max_steps", max_steps, steps0 + 1)
+        ratio = max_steps / steps0
+        factor = int(ratio) if ratio == int(ratio) else round(ratio, 2)
+        patience = (max(1, round(int(settings["patience"]) * ratio)) if patience is None
+                    else check_int("patience", patience, 1))
+        longer = dict(settings, max_steps=max_steps, patience=patience)
+    if lengths is not None:
+        if search != "grid":
+            raise ValueError(f"lengths can be given for a grid search only; this bundle's search is {search!r}")
+        lengths = {int(k): [check_int("lengths", n, 1) for n in v] for k, v in dict(lengths).items()}
+        missing = [m for m in ms if m not in lengths]
+        if missing:
+            raise ValueError(f"lengths must give lengths for every m checked {list(ms)}; missing m = {missing}")
+        lengths = {m: lengths[m] for m in ms}
+    else:
+        lengths = {m: base[m]["lengths"] for m in ms} if search == "grid" else None
     if isinstance(lm, str):
         from accesslib.models.loading import load_model
         lm = load_model(lm)

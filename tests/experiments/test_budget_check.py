@@ -82,6 +82,30 @@ def test_a_bundle_read_back_from_json_resumes_from_the_store(short_budget, tmp_p
         bundling.budget_check(embedded.DEFAULT, saved, 1)
 
 
+def test_a_check_with_its_own_budget_and_lengths_reuses_a_longer_run(short_budget, tmp_path):
+    """max_steps/patience given outright and lengths of its own: the check finds the strings a
+    longer run left in the store (here the factor-10 check's) and crams nothing."""
+    b, store = short_budget
+    bundles.save(b, tmp_path)
+    saved = json.loads((tmp_path / f"cram-{embedded.DEFAULT}.json").read_text())
+    chk = bundling.budget_check(embedded.DEFAULT, saved, max_steps=450, patience=450, lengths={1: [2, 4, 6]},
+                                store=store)
+    r, r10 = chk["ms"]["1"], b["budget_check"]["ms"]["1"]
+    assert chk["factor"] == 10 and chk["settings"]["max_steps"] == [45, 450]
+    assert chk["settings"]["patience"] == [45, 450]
+    assert r["strings_crammed"] == 0 and r["strings_from_store"] == 24 and r["lengths_3x"] == [2, 4, 6]
+    assert r["successes_3x"] == [r10["successes_3x"][LENGTHS.index(n)] for n in (2, 4, 6)]
+    # patience follows the step ratio when not given (45 -> 90 steps: 2x, patience 90)
+    two = bundling.budget_check(embedded.DEFAULT, saved, max_steps=90, lengths={1: [1]}, store=store)
+    assert two["factor"] == 2 and two["settings"]["patience"] == [45, 90]
+    with pytest.raises(ValueError, match=r"lengths must give lengths for every m checked \[1\]; missing m = \[1\]"):
+        bundling.budget_check(embedded.DEFAULT, saved, max_steps=90, lengths={2: [3]})
+    with pytest.raises(ValueError, match="max_steps must be a whole number >= 46; got 45"):
+        bundling.budget_check(embedded.DEFAULT, saved, max_steps=45)
+    with pytest.raises(ValueError, match="lengths can be given for a grid search only"):
+        bundling.budget_check(embedded.DEFAULT, dict(saved, search="bisect"), lengths={1: [3]})
+
+
 def _bundle(**extra):
     return dict(kind="cram", model="x", curves=[], **extra)
 
@@ -131,6 +155,15 @@ def test_make_bundles_with_and_add_budget_check(tmp_path):
     assert set(b2["budget_check"]["ms"]) == {"2"} and b2["budget_check"]["settings"]["max_steps"] == [40, 80]
     assert "--add-budget-check" in b2["budget_check"]["command"]
     assert bundles.budget_status(b2)[1].split(":")[0] in proc.stdout
+    # the larger budget given outright: 120 steps (3x, patience scaled alike) finds the strings of
+    # the --with-budget-check run in the store and crams none
+    proc = subprocess.run([sys.executable, SCRIPT, "--add-budget-check", embedded.DEFAULT, "--budget-ms", "1",
+                           "--budget-max-steps", "120", "--out", str(tmp_path), "--store", store],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = bundles.load("cram", embedded.DEFAULT, tmp_path)["budget_check"]
+    assert r["factor"] == 3 and r["settings"]["max_steps"] == [40, 120]
+    assert r["ms"]["1"]["strings_crammed"] == 0 and r["ms"]["1"]["n50_3x"] == chk["ms"]["1"]["n50_3x"]
 
 
 @pytest.mark.parametrize("name", ["tiny-d32-v257", "tiny-d64-v257"])
