@@ -23,6 +23,7 @@ def _neox(**kw):
     {"use_parallel_residual": False},
     {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25}},
     {"d": 48, "layers": 3, "seed": 3},
+    {"attention_bias": False, "hidden_act": "gelu_new"},
 ])
 @pytest.mark.parametrize("shape", [(1, 1, 1), (1, 7, 6), (5, 13, 4), (3, 9, 9)])
 def test_logits_and_gradients_bit_identical(kw, shape):
