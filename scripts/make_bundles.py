@@ -160,6 +160,10 @@ def budget_table(names, directory=None) -> list[str]:
     return out
 
 
+#: real models in the target-cost table even without a cramming bundle: [A]'s own Gemma-3-270M
+REAL_COST_MODELS = ("gemma-3-270m",)
+
+
 def sources_table(names, directory=None, *, n: int = 32, B: int = 64) -> list[str]:
     """How hard each target source is: mean cost in nats per token of B targets of n tokens under
     each embedded model that has a bundle (teacher-forced cross-entropy after BOS,
@@ -169,11 +173,26 @@ def sources_table(names, directory=None, *, n: int = 32, B: int = 64) -> list[st
     from accesslib.engine import difficulty
     from accesslib.engine.targets import SOURCE_LABELS, SOURCES
     from accesslib.models import embedded
+    from accesslib.models.loading import load_model
 
-    models = [m for m in embedded.names() if m in names]
+    # the embedded models with a bundle, then the real models with a bundle and [A]'s Gemma-3-270M
+    # where their weights are on this machine (GGUF packages; loaded one at a time)
+    models, rows, skipped, tokens_per_word = [], [], [], {}
+    embedded_ones = [m for m in embedded.names() if m in names]
+    for name in embedded_ones + [m for m in names if m not in embedded_ones] + \
+            [m for m in REAL_COST_MODELS if m not in names]:
+        try:
+            lm = load_model(name)
+        except (OSError, ValueError, ImportError, RuntimeError) as err:
+            skipped.append(f"{name} ({str(err).splitlines()[0][:80]})")
+            continue
+        rows += [dict(r, model=name) for r in difficulty.cost_table([lm], SOURCES, n=n, B=B)]
+        if lm.tokenizer is not None:
+            tokens_per_word[name] = tuple(difficulty.tokens_per_word(lm.tokenizer, s) for s in ("words", "words100k"))
+        models.append(name)
+        del lm
     if not models:
         return []
-    rows = difficulty.cost_table(models, SOURCES, n=n, B=B)
     out = ["", "## Target sources: how hard a target is", "",
            "Mean cost of a target under the model, in nats per token: the teacher-forced cross-entropy of",
            f"its {n} tokens after BOS, over {B} strings (± standard error; seed 0), measured by",
@@ -184,12 +203,21 @@ def sources_table(names, directory=None, *, n: int = 32, B: int = 64) -> list[st
     out += [f"- {s}: {SOURCE_LABELS[s]}" for s in SOURCES]
     out += ["", "words100k is the paper's \"Random\" protocol ([A], [K]: random words from a list of about 100k",
             "English words; here 115,162 words from SCOWL size 70, `accesslib/data/words100k.LICENSE.txt`);",
-            "words is the smaller list of 10,901 common words.", "",
-            "| model | ln\\|V\\| | " + " | ".join(SOURCES) + " |", "|---|---|" + "---|" * len(SOURCES)]
+            "words is the smaller list of 10,901 common words. Tokens per word: the mean number of tokens",
+            "of a word of each list inside a target (2000 words, `difficulty.tokens_per_word`). Per token, the",
+            "common words can cost more than the 100k list: a common word is mostly one token, each a fresh",
+            "draw from the list, while a rare word is split into several tokens, the later ones predictable",
+            "from the first. Per word (nats per token x tokens per word) the 100k list is the harder one.", "",
+            "| model | ln\\|V\\| | " + " | ".join(SOURCES) + " | tokens per word (words, words100k) |",
+            "|---|---|" + "---|" * len(SOURCES) + "---|"]
     for name in models:
         r = {row["source"]: row for row in rows if row["model"] == name}
+        tpw = tokens_per_word.get(name)
         out.append(f"| {name} | {r[SOURCES[0]]['ln_vocab']:.2f} | "
-                   + " | ".join(f"{r[s]['nats_per_token']:.2f} ± {r[s]['stderr']:.2f}" for s in SOURCES) + " |")
+                   + " | ".join(f"{r[s]['nats_per_token']:.2f} ± {r[s]['stderr']:.2f}" for s in SOURCES)
+                   + (f" | {tpw[0]:.2f}, {tpw[1]:.2f} |" if tpw else " | - |"))
+    if skipped:
+        out += ["", "Not on this machine, so not in the table: " + "; ".join(skipped) + "."]
     return out
 
 

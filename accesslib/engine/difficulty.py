@@ -22,7 +22,7 @@ from accesslib.engine import targets as _targets
 from accesslib.models import facts as _facts
 from accesslib.models.loading import hf_model
 
-__all__ = ["TargetCost", "target_cost", "cost_table"]
+__all__ = ["TargetCost", "target_cost", "cost_table", "tokens_per_word"]
 
 
 @dataclass
@@ -113,3 +113,18 @@ def cost_table(models, sources=("natural", "words", "words100k", "tokens"), n: i
             rows.append(dict(model=name, source=s, n=n, B=B, nats_per_token=c.nats_per_token, stderr=c.stderr,
                              bits_per_token=c.bits_per_token, ln_vocab=c.ln_vocab))
     return rows
+
+
+def tokens_per_word(tokenizer, source: str = "words", k: int = 2000, seed: int = 0) -> float:
+    """Mean number of tokens of one word of a random-words ``source`` ("words" or "words100k"),
+    as it appears inside a target (a space before it), over k words drawn uniformly with a seeded
+    generator. Per token a list of short common words (one token each, every token a fresh draw)
+    can cost more than a list of rare words split into several tokens, the later ones predictable;
+    cost per word = nats per token x tokens per word compares the lists as words."""
+    import numpy as np
+
+    k = check_int("k", k, 1)
+    words = _targets.word_list(source=source)
+    rng = np.random.default_rng(check_seed("seed", seed))
+    drawn = [words[j] for j in rng.integers(0, len(words), size=k)]
+    return sum(len(_targets._encode(tokenizer, " " + w)) for w in drawn) / k

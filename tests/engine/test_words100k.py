@@ -142,3 +142,18 @@ def test_cli_cram_takes_source_words100k(tmp_path, capsys):
                  "--threads", "1", "--no-progress"]) == 0
     assert "source words100k" in capsys.readouterr().out
     assert {r["source"] for r in ResultsStore(store).rows()} == {"words100k"}
+
+
+def test_tokens_per_word_counts_each_drawn_word_with_its_space(lm):
+    """On the byte-level embedded model a word of w characters is w + 1 tokens (its space)."""
+    import numpy as np
+
+    for source in ("words", "words100k"):
+        words = T.word_list(source=source)
+        drawn = [words[j] for j in np.random.default_rng(3).integers(0, len(words), size=500)]
+        want = sum(len((" " + w).encode("utf-8")) for w in drawn) / 500
+        assert D.tokens_per_word(lm.tokenizer, source, k=500, seed=3) == pytest.approx(want)
+    # the rare words are longer: more tokens per word
+    assert D.tokens_per_word(lm.tokenizer, "words100k") > D.tokens_per_word(lm.tokenizer, "words") + 1
+    with pytest.raises(ValueError, match="source must be one of 'words', 'words100k'; got 'tokens'"):
+        D.tokens_per_word(lm.tokenizer, "tokens")
