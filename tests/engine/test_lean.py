@@ -95,3 +95,27 @@ def test_engine_with_autocast_uses_transformers():
     model = _neox()
     r = cram(model, [torch.tensor([1, 2, 3])], 1, max_steps=3, patience=3, autocast_dtype="bfloat16")
     assert r.settings["forward"] == "transformers"
+
+
+def test_lean_greedy_equals_transformers_greedy_without_cache():
+    """The engine's greedy checks: the lean forward re-run per token gives the ids of
+    decoding.greedy(cache=False) (bit-identical logits), with a prefix, given ids and batching."""
+    from accesslib.engine.decoding import greedy
+    from accesslib.engine.lean import lean_greedy
+
+    lm = load_model("tiny-d64-v257")
+    model = hf_model(lm)
+    fn = lean_forward(model)
+    emb = model.get_input_embeddings()
+    g = torch.Generator().manual_seed(4)
+    mem = torch.randn(7, 2, 64, generator=g) * 0.5
+    given = torch.randint(1, 257, (7, 1), generator=g)
+    with torch.no_grad():
+        pre = emb(torch.tensor([0]))[None]
+        got = lean_greedy(fn, emb, pre, mem, given, 9, batch=3)
+    want = greedy(model, mem, 9, prefix_ids=[0], given_ids=given, cache=False)
+    assert got.shape == (7, 9) and torch.equal(got, want)
+    # no prefix, no given ids
+    with torch.no_grad():
+        got = lean_greedy(fn, emb, None, mem, given[:, :0], 5)
+    assert torch.equal(got, greedy(model, mem, 5, cache=False))
