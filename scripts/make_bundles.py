@@ -132,17 +132,21 @@ def beyond_table(directory=None) -> list[str]:
 
 def budget_table(names, directory=None) -> list[str]:
     """Each bundle's budget check (accesslib.experiments.bundling.budget_check): n50 at the bundle's
-    step budget and at 3x it, at m = 1 and the largest m, and the verdict of bundles.budget_status."""
+    step budget and at the larger one (3x by default), at m = 1 and the largest m, and the verdict of
+    bundles.budget_status; a note where the check measured other lengths than the bundle."""
     from accesslib.results import bundles
 
     fmt = lambda v, f=".1f": format(v, f) if isinstance(v, (int, float)) else "-"  # noqa: E731
     out = ["", "## Budget convergence: does a larger step budget move n50?", "",
-           "n50 re-measured (same strings, length search and settings) with 3 times the step budget and",
-           "patience (`scripts/make_bundles.py --add-budget-check MODEL`). *Moved*: the two n50 differ by more",
-           "than their combined standard error; a bundle where n50 moved is **budget-limited**: its n50",
-           "measure the step budget as well as the model.", "",
+           "n50 re-measured (same strings, length search and settings) with a larger step budget and",
+           "patience: 3 times unless the steps columns say otherwise (`scripts/make_bundles.py",
+           "--add-budget-check MODEL`; `--budget-max-steps`, `--budget-lengths` for a budget and lengths of",
+           "its own, notes below the table). *Moved*: the two n50 differ by more than their combined standard",
+           "error; a bundle where n50 moved is **budget-limited**: its n50 measure the step budget as well",
+           "as the model.", "",
            "| model | status | m | steps, patience | n50 | steps, patience | n50 | moved (stderr) | strings | "
            "wall time (s) |", "|---|---|---|---|---|---|---|---|---|---|"]
+    notes = []
     for name in names:
         b = bundles.load("cram", name, directory)
         label, _ = bundles.budget_status(b)
@@ -151,12 +155,22 @@ def budget_table(names, directory=None) -> list[str]:
             out.append(f"| {name} | {label} | - | - | - | - | - | - | - | - |")
             continue
         st = chk["settings"]
+        own = {int(c["m"]): c["lengths"] for c in b["curves"]}
         for m, r in sorted(chk["ms"].items(), key=lambda kv: int(kv[0])):
+            wall = fmt(chk["wall_time"], ".0f")
+            if r.get("strings_from_store") and not r.get("strings_crammed"):
+                wall += " (all from the store: an earlier run crammed them)"
             out.append(f"| {name} | {label} | {m} | {st['max_steps'][0]}, {st['patience'][0]} | "
                        f"{fmt(r['n50'])} ± {fmt(r['stderr'])} | {st['max_steps'][1]}, {st['patience'][1]} | "
                        f"{fmt(r['n50_3x'])} ± {fmt(r['stderr_3x'])} | "
                        f"{'-' if r['moved'] is None else ('yes' if r['moved'] else 'no')} "
-                       f"({fmt(r['shift'], '+.1f')}) | {sum(r['totals_3x'])} | {fmt(chk['wall_time'], '.0f')} |")
+                       f"({fmt(r['shift'], '+.1f')}) | {sum(r['totals_3x'])} | {wall} |")
+            if st.get("search") == "grid" and list(r.get("lengths_3x") or []) != list(own.get(int(m)) or []):
+                notes.append(f"- {name}, m = {m}: the larger budget was measured at n = "
+                             f"{', '.join(map(str, r['lengths_3x']))} (the bundle's lengths: "
+                             f"{', '.join(map(str, own.get(int(m)) or []))}).")
+    if notes:
+        out += [""] + notes
     return out
 
 

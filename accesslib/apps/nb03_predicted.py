@@ -55,7 +55,8 @@ def bundle_caveats(bundle) -> dict:
     Everything comes from the bundle: ``max_steps`` from its settings, strings per length from
     its curves (the range of the totals), ``slowest`` = the most steps a successful example
     string needed. ``budget`` and ``budget_text``: :func:`accesslib.results.bundles.budget_status`
-    (n50 re-measured with 3x the steps). ``budget_suspect`` when the budget is below [A]'s and
+    (n50 re-measured with ``budget_factor`` times the steps: the check's, 3 when there is none).
+    ``budget_suspect`` when the budget is below [A]'s and
     ``slowest`` used at least :data:`BUDGET_SHARE` of it. ``budget_limited`` when the check
     moved ("budget-limited"), or when the suspicion stands and no check settled it (not
     checked, inconclusive); a check that converged overrides the suspicion."""
@@ -69,9 +70,11 @@ def bundle_caveats(bundle) -> dict:
     label, text = bundles.budget_status(bundle)
     limited = label == "budget-limited" or (suspect and label in ("not checked", "inconclusive"))
     source = bundle.get("source")
+    factor = (bundle.get("budget_check") or {}).get("factor") or 3
     return dict(source=source, targets=TARGETS.get(source, f"{source} targets"), max_steps=max_steps,
                 strings_min=min(totals) if totals else None, strings_max=max(totals) if totals else None,
-                slowest=slowest, budget=label, budget_text=text, budget_suspect=suspect, budget_limited=limited)
+                slowest=slowest, budget=label, budget_text=text, budget_suspect=suspect, budget_limited=limited,
+                budget_factor=factor)
 
 
 def caveats_html(cav) -> str:
@@ -82,7 +85,8 @@ def caveats_html(cav) -> str:
     lines = [f"targets: {html.escape(cav['targets'])}",
              f"at most {steps} optimisation steps per string ([A]: up to {PAPER_MAX_STEPS:,})",
              f"{strings} strings per length, one attempt each ([A]: 20)",
-             f"step budget ×3: <b>{html.escape(cav['budget'])}</b>. {html.escape(cav['budget_text'])}"]
+             f"step budget ×{cav.get('budget_factor', 3)}: <b>{html.escape(cav['budget'])}</b>. "
+             f"{html.escape(cav['budget_text'])}"]
     if cav["budget"] == "budget-limited":
         lines.append("<b>budget-limited</b>: its n50, a and C/a depend on the step budget: do not set C/a "
                      "against [A]'s 5-20×.")
@@ -203,7 +207,7 @@ class PredictedApp(App):
             f"{html.escape(name)} {C:,.1f}" + (f" ({C / a:.1f}×)" if a and a > 0 else "")
             for name, C in slopes.items() if C is not None)
         me = self.values["measured_eps"]
-        budget = f"step budget ×3: <b>{html.escape(self.caveats['budget'])}</b>"
+        budget = f"step budget ×{self.caveats.get('budget_factor', 3)}: <b>{html.escape(self.caveats['budget'])}</b>"
         fit = (f"measured a = <b>{a:.2f} ± {sl.get('slope_stderr') or float('nan'):.2f}</b> tokens/vector "
                f"(fitted slope, R² = {sl.get('r2') or float('nan'):.3f}; {budget}); ball bound C = "
                f"<b>{slopes['ball']:,.1f}</b>, ratio C/a = <b>{slopes['ball'] / a:.1f}×</b>" if a

@@ -4,6 +4,7 @@ checked by driving the app as the exercise says (issue 15, item 1).
 Each test names its exercise; the numbers asserted are the ones the answer prints, computed here
 by the app from the shipped bundles and the published table.
 """
+import html
 import json
 import math
 import re
@@ -245,13 +246,19 @@ def test_03_q5_smollm2_carries_its_caveats():
     cav = v["caveats"]
     assert cav["source"] == "tokens" and cav["max_steps"] == 300
     assert (cav["strings_min"], cav["strings_max"]) == (6, 6) and cav["slowest"] == 289
-    assert cav["budget_limited"] and cav["budget"] == "not checked"
+    assert cav["budget_limited"] and cav["budget"] == "budget-limited" and cav["budget_factor"] == 5
+    chk = app.bundle["budget_check"]
+    r = chk["ms"]["1"]
+    assert chk["settings"]["max_steps"] == [300, 1500] and r["moved"] is True
+    assert (round(r["n50"], 1), round(r["n50_3x"], 1)) == (10.6, 16.8)      # "moves from 10.6 to 16.8"
+    assert r["shift"] > 3               # "far beyond the standard errors": 3.2 combined stderr
     text = app.readout.value
     for words in ("random token ids", "at most 300 optimisation steps", "6 strings per length",
-                  "limited by the step budget", "289 of its 300", "5-20×", "<b>not checked</b>",
-                  "<b>likely budget-limited</b>"):
-        assert words in text, words
-    says(answers("03-predicted-vs-measured.ipynb"), "(*not checked*), so the page calls it *likely budget-limited*")
+                  "step budget ×5: <b>budget-limited</b>", "m = 1: 10.6 with 300 steps, 16.8 with 1500",
+                  "do not set C/a against [A]'s 5-20×"):
+        assert words in html.unescape(text), words
+    says(answers("03-predicted-vs-measured.ipynb"), "five times the steps (1500)",
+         "from 10.6 to 16.8", "the label reads *budget-limited*")
     # the caveat is the bundle's, not a blanket one: the default tiny model is not budget-limited
     app.model.value = "tiny-d32-v257"
     assert not app.values["caveats"]["budget_limited"] and "budget-limited" not in app.readout.value
