@@ -16,6 +16,8 @@ bundles (``--table-only`` does just that).
     python scripts/make_bundles.py --models tiny-d32-v257 --with-budget-check   # bundle + its budget check
     python scripts/make_bundles.py --add-budget-check tiny-d32-v257 \
         --store scratch/budget-tiny-d32-v257.sqlite   # n50 at m = 1 and the largest m with 3x the budget
+    python scripts/make_bundles.py --add-budget-ladder smollm2-135m --ladder 500/100 1500/300 4500/900 \
+        --ladder-lengths 10 13 16 20 --store s.sqlite   # n50 at m = 1 by step budget: where it settles
 """
 from __future__ import annotations
 
@@ -171,6 +173,26 @@ def budget_table(names, directory=None) -> list[str]:
                              f"{', '.join(map(str, own.get(int(m)) or []))}).")
     if notes:
         out += [""] + notes
+    ladders = [(name, b["budget_ladder"]) for name in names
+               if (b := bundles.load("cram", name, directory)).get("budget_ladder")]
+    if ladders:
+        out += ["", "### Budget ladders: n50 by step budget", "",
+                "The same curve (same strings) measured at several step budgets (`scripts/make_bundles.py",
+                "--add-budget-ladder MODEL --ladder STEPS/PATIENCE ...`): where does n50 stop moving? Each budget",
+                "is compared with the first one that has at least 3 times its steps (*moved*: by more than the",
+                "combined standard error; the shift in those units).", "",
+                "| model | m | steps, patience | lengths | crammed / strings per length | n50 | against | moved (stderr) |",
+                "|---|---|---|---|---|---|---|---|"]
+        for name, lad in ladders:
+            for r in lad["rungs"]:
+                counts = ", ".join(f"{s}/{t}" for s, t in zip(r["successes"], r["totals"]))
+                against = "-" if r.get("compared_with") is None else f"{r['compared_with']:,} steps"
+                moved = "-" if r.get("moved") is None else ("yes" if r["moved"] else "no")
+                out.append(f"| {name} | {lad['m']} | {r['max_steps']:,}, {r['patience']:,}"
+                           f"{' (shipped)' if r.get('shipped') else ''} | {', '.join(map(str, r['lengths']))} | "
+                           f"{counts} | {fmt(r.get('n50'))} ± {fmt(r.get('stderr'))} | {against} | "
+                           f"{moved} ({fmt(r.get('shift'), '+.1f')}) |")
+            out += ["", f"{name}: {bundles.ladder_text({'budget_ladder': lad})}"]
     return out
 
 
@@ -255,6 +277,36 @@ def _add_budget_check(a, command):
         path = bundles.save(b, a.out)
         label, text = bundles.budget_status(b)
         print(f"{name}: {text} ({chk['wall_time']:.0f} s) -> {path}", flush=True)
+
+
+def _add_budget_ladder(a, command):
+    """--add-budget-ladder: n50 at --ladder-m by step budget for shipped bundles (the strings of each
+    budget from --store where an earlier run left them), nothing else re-measured."""
+    from accesslib.experiments import bundling
+    from accesslib.models.loading import load_model
+    from accesslib.results import bundles
+    from accesslib.results.store import ResultsStore
+
+    store = ResultsStore(a.store) if a.store else ResultsStore()
+    for name in a.add_budget_ladder:
+        b = bundles.load("cram", name, a.out)
+        lad = bundling.budget_ladder(load_model(name), b, a.ladder, a.ladder_m, lengths=a.ladder_lengths,
+                                     store=store, progress=True, command=command)
+        b = bundles.load("cram", name, a.out)   # re-read: keep what another step wrote meanwhile
+        b["budget_ladder"] = lad
+        path = bundles.save(b, a.out)
+        print(f"{name}: {bundles.ladder_text(b)} ({lad['wall_time']:.0f} s) -> {path}", flush=True)
+
+
+def parse_budgets(items, error):
+    """``500/100 1500/300`` -> [(500, 100), (1500, 300)] (max_steps/patience)."""
+    try:
+        out = [tuple(int(x) for x in item.split("/")) for item in items]
+    except ValueError:
+        out = []
+    if not out or any(len(b) != 2 or min(b) < 1 for b in out):
+        error(f"--ladder: expected STEPS/PATIENCE pairs of whole numbers >= 1, e.g. 1500/300; got {' '.join(items)}")
+    return out
 
 
 def _wall(rec) -> str:
@@ -384,7 +436,19 @@ def main(argv=None):
                    help="with --budget-max-steps: this patience (default: the bundle's, scaled alike)")
     p.add_argument("--budget-lengths", nargs="+", default=None, metavar="M:N1,N2",
                    help="budget check of a grid bundle: measure at these lengths (M:N1,N2,... per m)")
+    p.add_argument("--add-budget-ladder", nargs="+", default=None, metavar="MODEL",
+                   help="add a budget ladder (n50 at --ladder-m by step budget) to these existing bundles")
+    p.add_argument("--ladder", nargs="+", default=None, metavar="STEPS/PATIENCE",
+                   help="--add-budget-ladder: the budgets besides the bundle's own, e.g. 500/100 1500/300")
+    p.add_argument("--ladder-m", type=int, default=1, help="--add-budget-ladder: the m (default 1)")
+    p.add_argument("--ladder-lengths", nargs="+", type=int, default=None, metavar="N",
+                   help="--add-budget-ladder of a grid bundle: the lengths of the larger budgets "
+                        "(default the bundle's)")
     a = p.parse_args(argv)
+    if a.add_budget_ladder is not None:
+        if not a.ladder:
+            p.error("--add-budget-ladder needs --ladder STEPS/PATIENCE ... (e.g. --ladder 500/100 1500/300)")
+        a.ladder = parse_budgets(a.ladder, p.error)
     if a.budget_lengths:
         a.budget_lengths = parse_lengths(a.budget_lengths, a.budget_ms or [], p.error)
 
@@ -402,6 +466,8 @@ def main(argv=None):
         _beyond(a, command)
     elif a.add_budget_check and not a.table_only:
         _add_budget_check(a, command)
+    elif a.add_budget_ladder and not a.table_only:
+        _add_budget_ladder(a, command)
     elif a.geometry_only and not a.table_only:
         from accesslib.models.loading import load_model
         for name in a.models or bundles.available("cram"):

@@ -240,6 +240,132 @@ def budget_check(lm, bundle_or_curves, factor: int = 3, ms=None, *, samples: int
                 hardware=hardware(), command=command)
 
 
+#: a budget ladder settles at a rung whose n50 stays within its standard error at the first rung
+#: with at least this many times its steps
+LADDER_FACTOR = 3
+
+
+def ladder_verdict(rungs: list[dict]) -> dict:
+    """Where n50 stops moving along rungs sorted by step budget (each with max_steps, n50, stderr).
+
+    Each rung is compared with the first later rung that has at least :data:`LADDER_FACTOR` times
+    its steps (``compared_with``: that rung's max_steps; ``moved``: |difference| > combined
+    stderr, None when either n50 is missing; ``shift`` in combined stderrs). ``converged_at``:
+    the smallest budget whose n50 did not move; ``still_moving``: no rung was shown converged
+    and the largest comparison moved."""
+    out = []
+    for i, r in enumerate(rungs):
+        j = next((j for j in range(i + 1, len(rungs))
+                  if rungs[j]["max_steps"] >= LADDER_FACTOR * r["max_steps"]), None)
+        if j is None:
+            out.append(dict(compared_with=None, moved=None, shift=None))
+            continue
+        moved, shift = _moved(r.get("n50"), r.get("stderr"), rungs[j].get("n50"), rungs[j].get("stderr"))
+        out.append(dict(compared_with=rungs[j]["max_steps"], moved=moved, shift=shift))
+    settled = [r["max_steps"] for r, v in zip(rungs, out) if v["moved"] is False]
+    compared = [v for v in out if v["compared_with"] is not None]
+    return dict(comparisons=out, converged_at=min(settled) if settled else None,
+                still_moving=bool(not settled and compared and compared[-1]["moved"] is True))
+
+
+def budget_ladder(lm, bundle: dict, budgets, m: int = 1, *, lengths=None, store=None, progress: bool = False,
+                  on_string=None, batch_size: int | None = None, command: str = "") -> dict:
+    """n50 at one m by step budget: the bundle's own curve and the same curve measured again with
+    each (max_steps, patience) of ``budgets``: same source, seed (hence the same strings), strings
+    per length and settings otherwise. Where :func:`budget_check` asks one question (does 3x the
+    budget move n50?), the ladder shows the whole way: at which budget n50 stops moving.
+
+    ``lengths``: the lengths of the larger budgets (grid bundles only; default the bundle's at m),
+    e.g. where a longer budget moves the 50% point past the bundle's grid. Strings already in
+    ``store`` (same protocol and target) are read back, not crammed again. Returns::
+
+        {m, rungs: [{max_steps, patience, lengths, successes, totals, n50, stderr, shipped,
+         strings_crammed, strings_from_store, compared_with, moved, shift}, ...],
+         converged_at, still_moving, settings, wall_time, created, hardware, command}
+
+    sorted by max_steps; the bundle's own rung has ``shipped`` True. ``converged_at`` and
+    ``still_moving``: :func:`ladder_verdict`. An n50 counts only where its fit locates a falling
+    curve's midpoint among the lengths measured (else None)."""
+    from accesslib._checks import check_int
+    from accesslib.experiments.curves import accessibility_curves
+    from accesslib.theory.stats import fit_n50
+
+    m = check_int("m", m, 1)
+    own = {int(c["m"]): c for c in bundle["curves"]}
+    if m not in own:
+        raise ValueError(f"m must be among the bundle's measured m {sorted(own)}; got {m}")
+    settings = _base_settings(bundle["settings"], from_json=True)
+    steps0 = int(settings["max_steps"])
+    pairs = []
+    for b in budgets:
+        if not isinstance(b, (list, tuple)) or len(b) != 2:
+            raise ValueError(f"budgets must be (max_steps, patience) pairs; got {b!r}")
+        pairs.append((check_int("max_steps", b[0], 1), check_int("patience", b[1], 1)))
+    if not pairs:
+        raise ValueError("budgets must give at least one (max_steps, patience) pair; got none")
+    same = [s for s, _ in pairs if s == steps0]
+    if same or len({s for s, _ in pairs}) != len(pairs):
+        raise ValueError(f"budgets must have distinct max_steps other than the bundle's {steps0}; got "
+                         f"{[s for s, _ in pairs]}")
+    search = bundle["search"]
+    if lengths is not None:
+        if search != "grid":
+            raise ValueError(f"lengths can be given for a grid search only; this bundle's search is {search!r}")
+        lengths = [check_int("lengths", n, 1) for n in lengths]
+    else:
+        lengths = list(own[m]["lengths"]) if search == "grid" else None
+    c0 = own[m]
+    n50, se = _usable(c0["n50"], c0["n50_stderr"], c0.get("k"), c0.get("fit_status"), c0["lengths"])
+    rungs = [dict(max_steps=steps0, patience=int(settings["patience"]), lengths=list(c0["lengths"]),
+                  successes=list(c0["successes"]), totals=list(c0["totals"]), n50=n50, stderr=se,
+                  shipped=True, strings_crammed=None, strings_from_store=None)]
+    if isinstance(lm, str):
+        from accesslib.models.loading import load_model
+        lm = load_model(lm)
+    name, samples = bundle["model"], int(bundle["samples"])
+    t0 = time.perf_counter()
+    for steps, patience in sorted(pairs):
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+            bar = tqdm(desc=f"{name} m={m} {steps} steps", unit="str")
+
+        def tick(row, bar=bar):
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(n=row["n"])
+            if on_string is not None:
+                on_string(row)
+
+        try:
+            (c,) = accessibility_curves(lm, [m], {m: lengths} if lengths else None, samples=samples,
+                                        source=bundle["source"], seed=int(bundle.get("seed", 0)), store=store,
+                                        search=search, protocol=dict(settings, max_steps=steps, patience=patience),
+                                        model_name=name, on_string=tick, batch_size=batch_size)
+        finally:
+            if bar is not None:
+                bar.close()
+        fit = fit_n50(c)
+        n50_x, se_x = _usable(finite_or_none(fit.n50), finite_or_none(fit.stderr), finite_or_none(fit.k),
+                              fit.status, c.lengths)
+        rungs.append(dict(max_steps=steps, patience=patience, lengths=list(c.lengths), successes=list(c.successes),
+                          totals=list(c.totals), n50=n50_x, stderr=se_x, shipped=False,
+                          strings_crammed=c.strings_crammed, strings_from_store=c.strings_from_store))
+        if c.interrupted:
+            raise RuntimeError(f"the {steps}-step curve was interrupted; its strings are in the store, run again")
+    rungs.sort(key=lambda r: r["max_steps"])
+    verdict = ladder_verdict(rungs)
+    for r, v in zip(rungs, verdict.pop("comparisons")):
+        r.update(v)
+    return dict(m=m, rungs=rungs, **verdict,
+                settings=dict(source=bundle["source"], samples=samples, search=search,
+                              seed=int(bundle.get("seed", 0)), protocol=bundle.get("protocol"),
+                              factor=LADDER_FACTOR),
+                wall_time=round(time.perf_counter() - t0, 1),
+                created=datetime.now(timezone.utc).isoformat(timespec="seconds"), hardware=hardware(),
+                command=command)
+
+
 def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16, source: str = "natural",
                          protocol: str = "fast", search: str = "bisect", seed: int = 0, store=None,
                          examples: int = 3, progress: bool = True, command: str = "", geometry: bool = True,

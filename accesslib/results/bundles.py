@@ -151,7 +151,9 @@ def budget_status(bundle: dict) -> tuple[str, str]:
     *moved* when the two n50 differ by more than their combined standard error. Label:
     "budget-limited" when any check moved, "converged" when every check stayed within it,
     "inconclusive" when a check could not fit n50 (and none moved), "not checked" without one.
-    The text says it in a reader's words, with the n50 at both budgets.
+    The text says it in a reader's words, with the n50 at both budgets, then the bundle's
+    "budget_ladder" (:func:`ladder_text`) where it has one; a ladder without a budget check
+    counts as the check of its shipped rung against the first rung with 3x its steps.
     """
     rows = []   # (m, n50, n50 at the larger budget, moved, steps, larger steps, factor)
     chk = bundle.get("budget_check")
@@ -166,6 +168,42 @@ def budget_status(bundle: dict) -> tuple[str, str]:
         steps = c.get("max_steps") or [None, None]
         rows.append((int(c["m"]), c["n50"][0], c["n50"][1], None if shift is None else abs(shift) > 1,
                      steps[0], steps[1], c.get("factor")))
+    lad = bundle.get("budget_ladder") or {}
+    ship = next((r for r in lad.get("rungs") or [] if r.get("shipped") and r.get("compared_with")), None)
+    if not rows and ship is not None:   # a ladder without a budget check: its shipped rung's comparison
+        other = next(r for r in lad["rungs"] if r["max_steps"] == ship["compared_with"])
+        rows.append((int(lad["m"]), ship.get("n50"), other.get("n50"), ship.get("moved"), ship["max_steps"],
+                     other["max_steps"], round(other["max_steps"] / ship["max_steps"], 2)))
+    ladder = ladder_text(bundle)
+    if ladder:
+        label, text = _budget_status(rows)
+        return label, f"{text} {ladder}"
+    return _budget_status(rows)
+
+
+def ladder_text(bundle: dict) -> str:
+    """A bundle's budget ladder (:func:`accesslib.experiments.bundling.budget_ladder`) in a
+    sentence: n50 at its m by step budget and where it stops moving; "" without a ladder."""
+    lad = bundle.get("budget_ladder")
+    if not lad or not lad.get("rungs"):
+        return ""
+    rungs = lad["rungs"]
+    steps = ", ".join(f"{r['max_steps']:,} steps {_fmt(r.get('n50'))} ± {_fmt(r.get('stderr'))}"
+                      + (" (shipped)" if r.get("shipped") else "") for r in rungs)
+    text = f"n50 at m = {lad['m']} by step budget: {steps}."
+    if lad.get("converged_at") is not None:
+        at = lad["converged_at"]
+        r = next(r for r in rungs if r["max_steps"] == at)
+        text += (f" It settles at {at:,} steps: {r['compared_with']:,} steps move it by less than its "
+                 "standard error.")
+    elif lad.get("still_moving"):
+        text += f" Still moving at {rungs[-1]['max_steps']:,} steps: no budget measured here settles it."
+    else:
+        text += " No rung has a larger budget to settle it yet."
+    return text
+
+
+def _budget_status(rows) -> tuple[str, str]:
     if not rows:
         return "not checked", ("Budget not checked: nobody has re-measured these n50 with a larger step budget "
                                "(scripts/make_bundles.py --add-budget-check).")

@@ -1,5 +1,6 @@
 """Budget convergence as a measured property: bundling.budget_check, bundles.budget_status and
 scripts/make_bundles.py --with-budget-check / --add-budget-check, on the default embedded model."""
+import importlib.util
 import json
 import math
 import subprocess
@@ -184,3 +185,104 @@ def test_shipped_tiny_bundles_record_their_budget_check(name):
     label = bundles.budget_status(b)[0]
     assert label == ("budget-limited" if chk["budget_limited"] else
                      "inconclusive" if chk["inconclusive"] else "converged")
+
+
+def test_a_budget_ladder_shows_where_n50_settles(short_budget, tmp_path):
+    """The ladder of a saved bundle: its own 45-step curve, a fresh 135-step curve and the
+    450-step curve the factor-10 check left in the store (read back, not crammed again), each
+    compared with the first rung of at least 3x its steps."""
+    b, store = short_budget
+    bundles.save(b, tmp_path)
+    saved = json.loads((tmp_path / f"cram-{embedded.DEFAULT}.json").read_text())
+    lad = bundling.budget_ladder(embedded.DEFAULT, saved, [(450, 450), (135, 135)], store=store)
+    r45, r135, r450 = lad["rungs"]
+    assert [r["max_steps"] for r in lad["rungs"]] == [45, 135, 450] and lad["m"] == 1
+    assert [r["patience"] for r in lad["rungs"]] == [45, 135, 450]
+    assert r45["shipped"] and not r135["shipped"] and not r450["shipped"]
+    assert r45["n50"] == pytest.approx(b["curves"][0]["n50"]) and r45["successes"] == b["curves"][0]["successes"]
+    assert r135["strings_crammed"] == 64 and r450["strings_crammed"] == 0 and r450["strings_from_store"] == 64
+    chk = b["budget_check"]["ms"]["1"]
+    assert r450["successes"] == chk["successes_3x"] and r450["n50"] == pytest.approx(chk["n50_3x"])
+    assert (r45["compared_with"], r135["compared_with"], r450["compared_with"]) == (135, 450, None)
+    for lo, hi in ((r45, r135), (r135, r450)):
+        comb = math.hypot(lo["stderr"], hi["stderr"])
+        assert lo["shift"] == pytest.approx((hi["n50"] - lo["n50"]) / comb)
+        assert lo["moved"] is (abs(hi["n50"] - lo["n50"]) > comb)
+    assert r45["moved"] is True   # 45 steps are too few (the fixture's premise)
+    settled = [r["max_steps"] for r in (r45, r135) if r["moved"] is False]
+    assert lad["converged_at"] == (min(settled) if settled else None)
+    assert lad["still_moving"] is (not settled)
+    assert lad["settings"]["source"] == "natural" and lad["settings"]["samples"] == 8
+    # the bundle's status says it in words, after the budget check's verdict
+    label, text = bundles.budget_status(dict(saved, budget_ladder=lad))
+    assert label == "budget-limited"
+    assert text.startswith(bundles.budget_status(saved)[1])
+    assert f"n50 at m = 1 by step budget: 45 steps {r45['n50']:.1f} ± {r45['stderr']:.1f} (shipped), " in text
+    # without a budget check the ladder's shipped rung is the check
+    alone = {k: v for k, v in saved.items() if k != "budget_check"}
+    assert bundles.budget_status(dict(alone, budget_ladder=lad))[0] == "budget-limited"
+    with pytest.raises(ValueError, match=r"budgets must have distinct max_steps other than the bundle's 45; got \[45\]"):
+        bundling.budget_ladder(embedded.DEFAULT, saved, [(45, 10)])
+    with pytest.raises(ValueError, match=r"budgets must be \(max_steps, patience\) pairs; got 90"):
+        bundling.budget_ladder(embedded.DEFAULT, saved, [90])
+    with pytest.raises(ValueError, match=r"m must be among the bundle's measured m \[1\]; got 2"):
+        bundling.budget_ladder(embedded.DEFAULT, saved, [(90, 90)], 2)
+
+
+def test_ladder_verdict_and_words():
+    def rung(steps, n50, se=0.5, shipped=False):
+        return dict(max_steps=steps, patience=steps // 5, n50=n50, stderr=se, shipped=shipped)
+
+    # 300 -> 1500 moves, 1500 -> 4500 does not: it settles at 1500 (500 is compared with 1500)
+    v = bundling.ladder_verdict([rung(300, 10.6, shipped=True), rung(500, 10.9), rung(1500, 16.8), rung(4500, 17.0)])
+    assert [c["compared_with"] for c in v["comparisons"]] == [1500, 1500, 4500, None]
+    assert [c["moved"] for c in v["comparisons"]] == [True, True, False, None]
+    assert v["converged_at"] == 1500 and v["still_moving"] is False
+    v = bundling.ladder_verdict([rung(300, 10.6), rung(1500, 16.8), rung(4500, 22.0)])
+    assert v["converged_at"] is None and v["still_moving"] is True
+    v = bundling.ladder_verdict([rung(300, 10.6), rung(600, 16.8)])   # nothing 3x away: no verdict
+    assert v["converged_at"] is None and v["still_moving"] is False
+    v = bundling.ladder_verdict([rung(300, None), rung(900, 12.0)])   # no n50 at 300: no comparison
+    assert v["comparisons"][0]["moved"] is None and v["converged_at"] is None
+    rungs = [rung(300, 10.6, shipped=True), rung(1500, 16.8), rung(4500, 17.0)]
+    for r, c in zip(rungs, bundling.ladder_verdict(rungs)["comparisons"]):
+        r.update(c)
+    lad = dict(m=1, rungs=rungs, converged_at=1500, still_moving=False)
+    assert bundles.ladder_text(dict(budget_ladder=lad)) == (
+        "n50 at m = 1 by step budget: 300 steps 10.6 ± 0.5 (shipped), 1,500 steps 16.8 ± 0.5, "
+        "4,500 steps 17.0 ± 0.5. It settles at 1,500 steps: 4,500 steps move it by less than its "
+        "standard error.")
+    assert bundles.ladder_text(dict(budget_ladder=dict(lad, converged_at=None, still_moving=True))).endswith(
+        "Still moving at 4,500 steps: no budget measured here settles it.")
+    assert bundles.ladder_text({}) == ""
+
+
+def test_make_bundles_add_budget_ladder(tmp_path):
+    """--add-budget-ladder adds the ladder to an existing bundle and nothing else; the results
+    table shows it; a missing or malformed --ladder is refused in one line."""
+    store = str(tmp_path / "s.sqlite")
+    proc = subprocess.run([sys.executable, SCRIPT, "--fast", "--models", embedded.DEFAULT, "--no-geometry",
+                           "--out", str(tmp_path), "--store", store], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    b = bundles.load("cram", embedded.DEFAULT, tmp_path)
+    proc = subprocess.run([sys.executable, SCRIPT, "--add-budget-ladder", embedded.DEFAULT, "--ladder", "120/60",
+                           "--out", str(tmp_path), "--store", store], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    b2 = bundles.load("cram", embedded.DEFAULT, tmp_path)
+    assert {k: v for k, v in b2.items() if k != "budget_ladder"} == b
+    lad = b2["budget_ladder"]
+    assert [(r["max_steps"], r["patience"]) for r in lad["rungs"]] == [(40, b["settings"]["patience"]), (120, 60)]
+    assert lad["rungs"][1]["strings_crammed"] == sum(lad["rungs"][1]["totals"]) > 0
+    assert bundles.ladder_text(b2) in proc.stdout
+    spec = importlib.util.spec_from_file_location("make_bundles", SCRIPT)
+    mb = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mb)
+    table = "\n".join(mb.budget_table([embedded.DEFAULT], tmp_path))
+    assert "### Budget ladders: n50 by step budget" in table
+    assert f"| {embedded.DEFAULT} | 1 | 120, 60 | " in table and " (shipped) | " in table
+    for args, msg in ((["--add-budget-ladder", embedded.DEFAULT], "--add-budget-ladder needs --ladder"),
+                      (["--add-budget-ladder", embedded.DEFAULT, "--ladder", "120"],
+                       "--ladder: expected STEPS/PATIENCE pairs of whole numbers >= 1, e.g. 1500/300; got 120")):
+        bad = subprocess.run([sys.executable, SCRIPT, *args, "--out", str(tmp_path)], capture_output=True, text=True,
+                             timeout=300)
+        assert bad.returncode == 2 and msg in bad.stderr
