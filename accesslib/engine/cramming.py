@@ -35,6 +35,7 @@ evidence for it is in ``FAST_EVIDENCE`` below and in benchmarks/cramming_through
 from __future__ import annotations
 
 import hashlib
+import io
 import math
 import threading
 import time
@@ -153,6 +154,7 @@ class StringResult:
     first_token_as_input: bool
     reason: str | None = None    # None on success; "patience" | "max_steps" | "non-finite loss"
     best_loss: float = float("nan")
+    resumed_at: int = 0      # the step it went on from, kept by an interrupted run (0: from the start)
 
 
 @dataclass
@@ -166,6 +168,7 @@ class CramResult:
     row_steps: int = 0       # sum over steps of the batch size: forward/backward row passes
     timings: dict = field(default_factory=dict)   # seconds: forward, backward, update, checks, greedy; syncs
     oom_retries: int = 0     # steps repeated with fewer rows per pass after an out-of-memory error
+    resumed: int = 0         # strings that went on from a state an interrupted run kept (checkpoint)
 
     @property
     def n_success(self) -> int:
@@ -396,10 +399,17 @@ LOGITS_BUDGET = 1 << 26
 
 class _Row:
     """One string's place in the queue and, once active, its optimisation state."""
-    __slots__ = ("index", "ids", "m", "tag", "init")
+    __slots__ = ("index", "ids", "m", "tag", "init", "key", "resume", "resumed_at")
 
-    def __init__(self, index, ids, m, tag, init):
+    def __init__(self, index, ids, m, tag, init, key=None, resume=None):
         self.index, self.ids, self.m, self.tag, self.init = index, ids, m, tag, init
+        self.key, self.resume = key, resume
+        self.resumed_at = int(resume["step"]) if resume else 0
+
+
+#: what a kept state must match to be resumed: everything that shapes a string's trajectory
+_TRAJECTORY = ("lr", "b1", "b2", "wd", "max_steps", "patience", "patience_on", "seed", "std", "eps",
+               "prefix", "first", "verify")
 
 
 class CramSession:
@@ -424,7 +434,7 @@ class CramSession:
                  weight_decay=0.01, max_steps=3000, patience=500, schedule=None, seed=0,
                  autocast_dtype=None, init_std=None, on_step=None, on_string=None, stop=None,
                  verify=True, eps=1e-8, batch_size=None, rows_per_pass=None, profile=False,
-                 patience_on="loss", lean=True):
+                 patience_on="loss", lean=True, checkpoint=None, checkpoint_every=60.0):
         model = hf_model(model)
         check_token_ids("prefix_ids", prefix_ids)   # a str is not a list of ids ('12' is not [1, 2])
         prefix = token_ids(prefix_ids, "prefix_ids")
@@ -462,23 +472,38 @@ class CramSession:
         self.interrupted = False
         self._state = None
         self.t0 = time.perf_counter()
+        if checkpoint is not None and not all(callable(getattr(checkpoint, f, None)) for f in
+                                              ("save_inflight", "load_inflight", "drop_inflight")):
+            fail_short("checkpoint", "None or a results store (save_inflight, load_inflight, drop_inflight)",
+                       checkpoint)
+        if not (isinstance(checkpoint_every, (int, float)) and checkpoint_every >= 0):
+            fail_short("checkpoint_every", "seconds >= 0 between saves of the strings being crammed",
+                       checkpoint_every)
+        self.checkpoint, self.checkpoint_every = checkpoint, float(checkpoint_every)
+        self._saved_keys: set[str] = set()
+        self._mid_step = False
+        self._last_save = time.monotonic()
+        self.resumed = 0
         with torch.no_grad():
             self.pre = (self.emb(torch.tensor(prefix, device=self.dev)[None]) if prefix else None)
 
     # -- queue ------------------------------------------------------------------------------
-    def submit(self, ids, m, *, tag=None, where="targets") -> int:
+    def submit(self, ids, m, *, tag=None, where="targets", key: str | None = None) -> int:
         """Queue one target (a sequence of token ids) for m memory vectors; returns its index.
-        ``where`` names the target in an error message."""
+        ``where`` names the target in an error message. ``key`` (with a ``checkpoint``): the
+        string's name in it; a state kept under it by an interrupted run with the same settings
+        resumes where that run stopped."""
         if not (isinstance(ids, torch.Tensor) and ids.dim() == 1 and ids.dtype == torch.long and ids.numel()):
             ids = _target_list([ids])[0]      # a row of a checked LongTensor is used as it is
         m = check_int("m", m, 1)
         _check_target(self.model, ids, m, self.prefix, self.first, where)
         g = torch.Generator().manual_seed(string_seed(self.seed, ids.tolist()))
         init = torch.randn(m, self.d, generator=g) * self.std
+        resume = self._kept(key, ids, m) if key is not None and self.checkpoint is not None else None
         with self.lock:
             idx = self.next_index
             self.next_index += 1
-            self.queue.append(_Row(idx, ids, m, tag, init))
+            self.queue.append(_Row(idx, ids, m, tag, init, key, resume))
             self.lock.notify_all()
         return idx
 
@@ -504,35 +529,41 @@ class CramSession:
         old = [] if st is None else st["rows"]
         allrows = old + rows
         M = max(r.m for r in allrows)
-        new_mem = torch.zeros(len(rows), M, self.d)
-        for j, r in enumerate(rows):
-            new_mem[j, :r.m] = r.init
-        new_mem = new_mem.to(dev)
         k = len(rows)
+        new = {key: torch.zeros(k, M, self.d) for key in ("memory", "exp_avg", "exp_avg_sq")}
+        fresh = dict(best=float("inf"), best_acc=-1.0, best_step=0, tf_seen=False, step=0, next_check=0,
+                     backoff=1)
+        per_row = {key: [] for key in fresh}
+        for j, r in enumerate(rows):
+            kept = r.resume or {}
+            new["memory"][j, :r.m] = kept["memory"] if kept else r.init
+            if kept:
+                new["exp_avg"][j, :r.m] = kept["exp_avg"]
+                new["exp_avg_sq"][j, :r.m] = kept["exp_avg_sq"]
+            for key, v in fresh.items():
+                per_row[key].append(kept.get(key, v))
+        new = {key: t.to(dev) for key, t in new.items()}
+        scalars = dict(best=torch.tensor(per_row["best"], device=dev),
+                       best_acc=torch.tensor(per_row["best_acc"], device=dev),
+                       best_step=torch.tensor(per_row["best_step"], dtype=torch.long, device=dev),
+                       tf_seen=torch.tensor(per_row["tf_seen"], dtype=torch.bool, device=dev))
         if st is None:
-            st = dict(memory=new_mem, exp_avg=torch.zeros_like(new_mem), exp_avg_sq=torch.zeros_like(new_mem),
-                      best=torch.full((k,), float("inf"), device=dev),
-                      best_acc=torch.full((k,), -1.0, device=dev),
-                      best_step=torch.zeros(k, dtype=torch.long, device=dev),
-                      tf_seen=torch.zeros(k, dtype=torch.bool, device=dev),
-                      step=[0] * k, next_check=[0] * k, backoff=[1] * k)
+            st = dict(new, **scalars, step=per_row["step"], next_check=per_row["next_check"],
+                      backoff=per_row["backoff"])
         else:
             def pad(t):
                 if t.shape[1] < M:
                     t = torch.cat([t, t.new_zeros(t.shape[0], M - t.shape[1], self.d)], 1)
                 return t
-            st["memory"] = torch.cat([pad(st["memory"]), new_mem])
-            st["exp_avg"] = torch.cat([pad(st["exp_avg"]), torch.zeros_like(new_mem)])
-            st["exp_avg_sq"] = torch.cat([pad(st["exp_avg_sq"]), torch.zeros_like(new_mem)])
-            st["best"] = torch.cat([st["best"], torch.full((k,), float("inf"), device=dev)])
-            st["best_acc"] = torch.cat([st["best_acc"], torch.full((k,), -1.0, device=dev)])
-            st["best_step"] = torch.cat([st["best_step"], torch.zeros(k, dtype=torch.long, device=dev)])
-            st["tf_seen"] = torch.cat([st["tf_seen"], torch.zeros(k, dtype=torch.bool, device=dev)])
-            st["step"] += [0] * k
-            st["next_check"] += [0] * k
-            st["backoff"] += [1] * k
+            for key, t in new.items():
+                st[key] = torch.cat([pad(st[key]), t])
+            for key, t in scalars.items():
+                st[key] = torch.cat([st[key], t])
+            for key in ("step", "next_check", "backoff"):
+                st[key] += per_row[key]
         for r in rows:
-            r.init = None
+            self.resumed += r.resume is not None
+            r.init = r.resume = None
         st["rows"] = allrows
         self._state = st
         self._layout()
@@ -819,20 +850,35 @@ class CramSession:
                 success=reasons[r] is None, tf_success=bool(st["tf_seen"][r]), steps=int(st["step"][r]),
                 final_loss=float(lv[r]), token_accuracy=float(acc[r]), greedy_accuracy=gacc, greedy_ids=gl,
                 memory=mem[r, :row.m].detach().float().cpu().clone(), prefix_ids=list(self.prefix),
-                first_token_as_input=self.first, reason=reasons[r], best_loss=float(st["best"][r]))
+                first_token_as_input=self.first, reason=reasons[r], best_loss=float(st["best"][r]),
+                resumed_at=row.resumed_at)
             self.results[row.index] = res
             if self.on_string is not None:
                 self.on_string(res)
             if row.tag is not None and hasattr(row.tag, "done"):
                 row.tag.done(res)
+            if row.key in self._saved_keys:   # finished (and stored by its tag): nothing to resume
+                self.checkpoint.drop_inflight([row.key])
+                self._saved_keys.discard(row.key)
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self, *, wait=None) -> None:
         """Optimise until the queue is empty and no string is active. ``wait()``, when given, says
         whether more strings may still be submitted (by other threads): the loop then waits for them
         instead of returning."""
+        try:
+            self._loop(wait)
+        finally:   # stopped, failed or done: keep the strings still being crammed (unless a step
+            # was cut off halfway: then the last kept state stands)
+            if self.checkpoint is not None and self._state is not None and not self._mid_step:
+                self._save_checkpoint()
+
+    def _loop(self, wait) -> None:
         with _frozen(self.model), torch.enable_grad():
             while True:
+                if self.checkpoint is not None and self._state is not None and \
+                        time.monotonic() - self._last_save >= self.checkpoint_every:
+                    self._save_checkpoint()
                 if _stopped(self.stop):
                     self.interrupted = True
                     break
@@ -848,9 +894,68 @@ class CramSession:
                             self.lock.wait(timeout=0.05)
                             continue
                         break
+                self._mid_step = True
                 if take:
                     self._admit(take)
                 self._step()
+                self._mid_step = False
+
+    # -- checkpoints ------------------------------------------------------------------------
+    def _fingerprint(self) -> dict:
+        """The settings a kept state must share to be resumed, and the model it was crammed on."""
+        fp = {k: getattr(self, k) for k in _TRAJECTORY}
+        fp["schedule"] = self.schedule if not callable(self.schedule) else None
+        fp["dtypes"] = (str(self.mdt), str(self.ac_dtype))
+        if not hasattr(self, "_model_fp"):
+            w = self.emb.weight.detach().flatten()[:4096].float().cpu().numpy().tobytes()
+            cfg = getattr(self.model, "config", None)
+            self._model_fp = hashlib.sha256(w + (cfg.to_json_string(use_diff=False).encode()
+                                                 if cfg is not None else b"")).hexdigest()
+        fp["model"] = self._model_fp
+        return fp
+
+    def _save_checkpoint(self) -> None:
+        """Keep the state of every active string that has a key (one transaction)."""
+        st = self._state
+        self._last_save = time.monotonic()
+        if callable(self.schedule):    # a callable schedule cannot be compared on resume
+            return
+        fp = self._fingerprint()
+        states = {}
+        for j, r in enumerate(st["rows"]):
+            if r.key is None:
+                continue
+            kept = dict(fingerprint=fp, ids=[int(t) for t in r.ids.tolist()], m=r.m,
+                        memory=st["memory"][j, :r.m].detach().float().cpu().clone(),
+                        exp_avg=st["exp_avg"][j, :r.m].float().cpu().clone(),
+                        exp_avg_sq=st["exp_avg_sq"][j, :r.m].float().cpu().clone(),
+                        best=float(st["best"][j]), best_acc=float(st["best_acc"][j]),
+                        best_step=int(st["best_step"][j]), tf_seen=bool(st["tf_seen"][j]),
+                        step=int(st["step"][j]), next_check=int(st["next_check"][j]),
+                        backoff=int(st["backoff"][j]))
+            buf = io.BytesIO()
+            torch.save(kept, buf)
+            states[r.key] = (buf.getvalue(), kept["step"])
+        self.checkpoint.save_inflight(states)
+        self._saved_keys |= set(states)
+
+    def _kept(self, key: str, ids, m: int):
+        """The state an interrupted run kept under ``key``, or None (none kept, or kept for other
+        settings, another model or another string: then it is dropped, not resumed)."""
+        blob = self.checkpoint.load_inflight(key)
+        if blob is None:
+            return None
+        try:
+            kept = torch.load(io.BytesIO(blob), weights_only=True)
+            ok = (kept["fingerprint"] == self._fingerprint() and kept["ids"] == [int(t) for t in ids.tolist()]
+                  and kept["m"] == m and tuple(kept["memory"].shape) == (m, self.d))
+        except Exception:   # unreadable: a fresh start, never a wrong resume
+            ok = False
+        if not ok:
+            self.checkpoint.drop_inflight([key])
+            return None
+        self._saved_keys.add(key)
+        return kept
 
     def _max_len(self) -> int:
         rows = self.queue[:64] + ([] if self._state is None else self._state["rows"])
@@ -862,14 +967,25 @@ class CramSession:
         settings.update(self.extra_settings)
         return CramResult(strings=strings, m=m, settings=settings, wall_time=time.perf_counter() - self.t0,
                           interrupted=self.interrupted, steps_run=self.steps_run, row_steps=self.row_steps,
-                          timings=dict(self.timings), oom_retries=self.oom_retries)
+                          timings=dict(self.timings), oom_retries=self.oom_retries, resumed=self.resumed)
+
+
+def _as_checkpoint(checkpoint):
+    """A results store for ``checkpoint``: a path opens one; None and stores pass through."""
+    import os
+
+    if isinstance(checkpoint, (str, os.PathLike)):
+        from accesslib.results.store import ResultsStore
+        return ResultsStore(checkpoint)
+    return checkpoint
 
 
 def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1e-2,
          betas=(0.9, 0.9), weight_decay=0.01, max_steps=3000, patience=500, schedule=None,
          seed=0, autocast_dtype=None, init_std=None, on_step: Callable | None = None,
          on_string: Callable | None = None, stop=None, verify=True, eps=1e-8, batch_size=None,
-         rows_per_pass=None, profile=False, patience_on="loss", lean=True) -> CramResult:
+         rows_per_pass=None, profile=False, patience_on="loss", lean=True, checkpoint=None,
+         checkpoint_every=60.0) -> CramResult:
     """Cram target strings into m memory vectors each; see the module docstring.
 
     model: a transformers causal LM (a LoadedModel is unwrapped); its weights are not changed.
@@ -898,6 +1014,10 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
         checked before every step; an interrupted run returns what finished (interrupted=True).
     verify: confirm teacher-forced successes by greedy generation (default). With verify=False
         success == tf_success and no greedy decoding is run (for speed measurements only).
+    checkpoint: a :class:`accesslib.results.store.ResultsStore` (or a path to one) that keeps the
+        state of the strings still being crammed every ``checkpoint_every`` seconds and when the
+        run stops or fails; the same call again resumes them where they were (same result as an
+        uninterrupted run; a state kept for other settings or another model is not used).
     """
     model = hf_model(model)
     check_token_ids("prefix_ids", prefix_ids)
@@ -913,9 +1033,13 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
                           schedule=schedule, seed=seed, autocast_dtype=autocast_dtype, init_std=init_std,
                           on_step=on_step, on_string=on_string, stop=stop, verify=verify, eps=eps,
                           batch_size=batch_size, rows_per_pass=rows_per_pass, profile=profile,
-                          patience_on=patience_on, lean=lean)
+                          patience_on=patience_on, lean=lean, checkpoint=_as_checkpoint(checkpoint),
+                          checkpoint_every=checkpoint_every)
     for i, (ids, mi) in enumerate(zip(tl, ms)):    # each target checked here, before anything runs
-        session.submit(ids, int(mi), where="targets" if isinstance(targets, torch.Tensor) else f"targets[{i}]")
+        key = None if checkpoint is None else "cram:" + hashlib.sha256(
+            repr((int(mi), [int(t) for t in ids.tolist()])).encode()).hexdigest()
+        session.submit(ids, int(mi), where="targets" if isinstance(targets, torch.Tensor) else f"targets[{i}]",
+                       key=key)
     lens = sorted({int(t.numel()) for t in tl})
     session.extra_settings = dict(m=ms[0] if len(set(ms)) == 1 else ms,
                                   n=lens[0] if len(lens) == 1 else lens, B=len(tl))

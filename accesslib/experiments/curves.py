@@ -315,6 +315,7 @@ class AccessibilityCurve:
     results: dict[int, list[dict]] = field(default_factory=dict)  # n -> row dicts, sample order
     strings_crammed: int = 0    # crammed by this call
     strings_from_store: int = 0  # found in the store (resume)
+    strings_resumed: int = 0     # crammed on from the state an interrupted run kept in the store
     wall_time: float = 0.0
     interrupted: bool = False
     engine: Any = field(default=None, repr=False)   # the engine's CramResult (timings, steps; no strings)
@@ -480,8 +481,10 @@ def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 
     stop_fn = None
     if stop is not None:
         stop_fn = stop.is_set if isinstance(stop, threading.Event) else stop
+    # with a store, strings still being crammed are kept there (every minute, and when the run
+    # stops or fails), so a run interrupted mid-string goes on where it was
     engine = CramSession(hf, seed=int(seed), on_step=on_step, stop=stop, batch_size=batch_size,
-                         rows_per_pass=rows_per_pass, **settings)
+                         rows_per_pass=rows_per_pass, checkpoint=store, **settings)
     finished = threading.Event()      # the engine loop has returned (done, stopped or failed)
     t_start = time.perf_counter()
 
@@ -524,6 +527,7 @@ def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 
                         rows_by_n.setdefault(n, {})[i] = row
                         got[(n, i)] = row["success"]
                         curve.strings_crammed += 1
+                        curve.strings_resumed += res.resumed_at > 0
                         if on_string is not None:
                             on_string(row)
                     finally:
@@ -531,7 +535,9 @@ def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 
                 return done
 
             for n, i, tids, key, target_text in todo:
-                engine.submit(tids, m, tag=_Tag(done_fn(n, i, tids, key, target_text)))
+                engine.submit(tids, m, tag=_Tag(done_fn(n, i, tids, key, target_text)),
+                              key=None if store is None else
+                              hashlib.sha256(repr(sorted(key.items())).encode()).hexdigest())
             while not pending.event.wait(0.05):
                 if finished.is_set():
                     break

@@ -554,6 +554,16 @@ class ResultsStore:
             if version is None or str(version[0]) != str(SCHEMA_VERSION):
                 raise StoreError(self.path, f"another schema version ({version[0] if version else None}; "
                                             f"this accesslib reads version {SCHEMA_VERSION})")
+            # strings still being crammed (added after schema 1 shipped: older files gain it here;
+            # a reader that does not know it ignores it)
+            for attempt in range(50):
+                try:
+                    conn.execute(INFLIGHT_TABLE)
+                    break
+                except sqlite3.OperationalError as e:
+                    if not _sqlite_cause(e).startswith("locked"):
+                        raise
+                    time.sleep(0.05 * (attempt + 1))
 
     @staticmethod
     def _create_tables(conn):
@@ -675,6 +685,48 @@ class ResultsStore:
     def _query(self, sql: str, args=()) -> list[tuple]:
         with self._connection() as conn:
             return conn.execute(sql, args).fetchall()
+
+    # --- strings still being crammed ------------------------------------------------------
+    def save_inflight(self, states: Mapping[str, tuple[bytes, int]]) -> None:
+        """Keep the optimisation state of strings still being crammed (``key -> (state bytes,
+        steps done)``, replacing what was kept under those keys), in one transaction: an
+        interrupted run resumes them (:class:`accesslib.engine.cramming.CramSession`)."""
+        if not states:
+            return
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        with self._connection() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany("INSERT OR REPLACE INTO inflight VALUES (?, ?, ?, ?)",
+                                 [(k, sqlite3.Binary(b), int(st), now) for k, (b, st) in states.items()])
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
+
+    def load_inflight(self, key: str) -> bytes | None:
+        """The state kept under ``key`` by :meth:`save_inflight`, or None."""
+        got = self._query("SELECT state FROM inflight WHERE key = ?", (key,))
+        return bytes(got[0][0]) if got else None
+
+    def drop_inflight(self, keys: Iterable[str]) -> None:
+        """Forget the kept state of these strings (finished, or kept for settings that changed)."""
+        keys = list(keys)
+        if not keys:
+            return
+        with self._connection() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany("DELETE FROM inflight WHERE key = ?", [(k,) for k in keys])
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
+
+    def inflight(self) -> list[dict]:
+        """The strings kept mid-optimisation: key, steps done, when kept (oldest first)."""
+        return [dict(key=k, steps=st, updated_at=t) for k, st, t in
+                self._query("SELECT key, steps, updated_at FROM inflight ORDER BY updated_at, key")]
 
     def has(self, key: Mapping[str, Any]) -> bool:
         """Whether the string with this key (the 7 key columns) is stored."""
@@ -899,6 +951,11 @@ class ResultsStore:
             finally:
                 conn.execute("DETACH DATABASE other")
         return int(after - before)
+
+
+#: strings still being crammed: their optimisation state, so an interrupted run resumes them
+INFLIGHT_TABLE = ("CREATE TABLE IF NOT EXISTS inflight (key TEXT PRIMARY KEY, state BLOB NOT NULL, "
+                  "steps INTEGER, updated_at TEXT)")
 
 
 def _rollback(conn):

@@ -1,0 +1,138 @@
+"""Nothing lost when a run is interrupted mid-string: the engine keeps the state of the strings
+still being crammed in the results store (``inflight``), and the same call again goes on from
+there with the same result as an uninterrupted run."""
+import threading
+
+import pytest
+import torch
+
+import accesslib.engine.cramming as cramming
+from accesslib.engine.cramming import cram
+from accesslib.experiments.curves import accessibility_curves
+from accesslib.models import embedded
+from accesslib.models.loading import load_model, tiny_model
+from accesslib.results.store import ResultsStore
+
+V = 64
+KW = dict(max_steps=120, patience=60, seed=5, lr=5e-2, prefix_ids=[0], schedule="warmup_cosine")
+
+
+@pytest.fixture(scope="module")
+def neox():
+    return tiny_model("gpt_neox", d=32, vocab_size=V, layers=2, seed=0, initializer_range=0.3).model
+
+
+def targets(seed=3, lens=(1, 2, 3, 4)):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, V, (n,), generator=g).tolist() for n in lens]
+
+
+def stop_after(k):
+    """A stop callable that says stop once ``k`` steps have run (counted through on_step)."""
+    seen = []
+    return seen.append, (lambda: len(seen) >= k)
+
+
+def same(a, b):
+    assert [s.steps for s in a.strings] == [s.steps for s in b.strings]
+    assert [s.success for s in a.strings] == [s.success for s in b.strings]
+    assert [s.reason for s in a.strings] == [s.reason for s in b.strings]
+    for x, y in zip(a.strings, b.strings):
+        assert torch.equal(x.memory, y.memory) and x.final_loss == y.final_loss
+
+
+@pytest.mark.parametrize("lean", [True, False])
+def test_an_interrupted_cram_resumes_where_it_stopped(neox, tmp_path, lean):
+    T = targets()
+    whole = cram(neox, T, 1, lean=lean, **KW)
+    assert 0 < whole.n_success < len(T)   # some finish early, some run out of steps
+    store = ResultsStore(tmp_path / "s.sqlite")
+    count, stop = stop_after(7)
+    cut = cram(neox, T, 1, lean=lean, checkpoint=store, on_step=count, stop=stop, **KW)
+    assert cut.interrupted and cut.strings == []
+    kept = store.inflight()
+    assert len(kept) == len(T) and {k["steps"] for k in kept} == {7}   # saved when it stopped
+    again = cram(neox, T, 1, lean=lean, checkpoint=str(tmp_path / "s.sqlite"), **KW)
+    assert again.resumed == len(T) and not again.interrupted
+    assert [s.resumed_at for s in again.strings] == [7] * len(T)
+    same(again, whole)                      # bit for bit: the same memories, steps and losses
+    assert store.inflight() == []           # finished strings keep nothing
+
+
+def test_states_are_kept_while_it_runs_and_a_crash_keeps_the_last_whole_step(neox, tmp_path, monkeypatch):
+    T = targets(lens=(6, 6))
+    whole = cram(neox, T, 1, **KW)
+    store = ResultsStore(tmp_path / "s.sqlite")
+    seen = []
+    real = cramming.CramSession._update
+
+    def update(self, grad):
+        if self.steps_run == 12:   # a failure in the middle of step 12's update
+            raise RuntimeError("injected fault")
+        seen.append([k["steps"] for k in store.inflight()])
+        return real(self, grad)
+
+    monkeypatch.setattr(cramming.CramSession, "_update", update)
+    with pytest.raises(RuntimeError, match="injected fault"):
+        cram(neox, T, 1, checkpoint=store, checkpoint_every=0, **KW)
+    assert seen[1] == [1, 1] and seen[5] == [5, 5]    # saved before every step (every 0 s)
+    assert [k["steps"] for k in store.inflight()] == [11, 11]   # not the half-done step 12
+    monkeypatch.setattr(cramming.CramSession, "_update", real)
+    again = cram(neox, T, 1, checkpoint=store, **KW)
+    assert again.resumed == 2 and [s.resumed_at for s in again.strings] == [11, 11]
+    same(again, whole)
+
+
+def test_a_state_kept_for_other_settings_is_not_resumed(neox, tmp_path):
+    T = targets(lens=(5,))
+    store = ResultsStore(tmp_path / "s.sqlite")
+    count, stop = stop_after(5)
+    cram(neox, T, 1, checkpoint=store, on_step=count, stop=stop, **KW)
+    assert len(store.inflight()) == 1
+    other = dict(KW, lr=2e-2)
+    got = cram(neox, T, 1, checkpoint=store, **other)
+    assert got.resumed == 0 and got.strings[0].resumed_at == 0
+    same(got, cram(neox, T, 1, **other))
+    assert store.inflight() == []     # the stale state was dropped, not kept
+    # another model of the same shape: not resumed either
+    count, stop = stop_after(5)
+    cram(neox, T, 1, checkpoint=store, on_step=count, stop=stop, **KW)
+    twin = tiny_model("gpt_neox", d=32, vocab_size=V, layers=2, seed=1, initializer_range=0.3).model
+    assert cram(twin, T, 1, checkpoint=store, **KW).resumed == 0
+
+
+def test_bad_checkpoint_arguments_are_named(neox):
+    with pytest.raises(ValueError, match="checkpoint must be None or a results store"):
+        cram(neox, targets(lens=(3,)), 1, checkpoint=42, **KW)
+    with pytest.raises(ValueError, match="checkpoint_every must be seconds >= 0"):
+        cram(neox, targets(lens=(3,)), 1, checkpoint_every=-1, **KW)
+
+
+def test_an_interrupted_curve_resumes_through_its_store(tmp_path):
+    """accessibility_curves keeps unfinished strings in its store: stopped mid-run and run
+    again, it reads the finished strings back, goes on with the kept ones, and ends with the
+    rows of an uninterrupted run."""
+    lm = load_model(embedded.DEFAULT)
+    kw = dict(samples=3, source="natural", search="grid", protocol="fast", max_steps=150, patience=150,
+              seed=0)
+    lengths = {1: [6, 9]}
+    whole = accessibility_curves(lm, [1], lengths, store=tmp_path / "whole.sqlite", **kw)[0]
+    stop = threading.Event()
+    steps = []
+
+    def on_step(info):
+        steps.append(info.step)
+        if len(steps) == 20:
+            stop.set()
+
+    path = tmp_path / "cut.sqlite"
+    cut = accessibility_curves(lm, [1], lengths, store=path, stop=stop, on_step=on_step, **kw)[0]
+    assert cut.interrupted
+    kept = ResultsStore(path).inflight()
+    assert kept and all(0 < k["steps"] <= 20 for k in kept)
+    again = accessibility_curves(lm, [1], lengths, store=path, **kw)[0]
+    assert again.strings_resumed == len(kept) and again.strings_from_store + again.strings_crammed == 6
+    assert (again.successes, again.totals) == (whole.successes, whole.totals)
+    got = {(r["n"], r["sample"]): (r["success"], r["steps"]) for r in ResultsStore(path).rows()}
+    want = {(r["n"], r["sample"]): (r["success"], r["steps"]) for r in ResultsStore(tmp_path / "whole.sqlite").rows()}
+    assert got == want and ResultsStore(path).inflight() == []
