@@ -151,8 +151,8 @@ def _run_cram(args) -> int:
     except KeyboardInterrupt:
         if bar is not None:
             bar.close()
-        print(f"interrupted: finished strings are in {store.path}; run the same command again to resume",
-              file=sys.stderr)
+        print(f"interrupted: finished strings are in {store.path}, unfinished ones as they were at their last "
+              "checkpoint; run the same command again to resume", file=sys.stderr)
         return 130
     for m, curve in zip(ms, curves):
         if bar is not None and curve.strings_from_store:
@@ -163,7 +163,8 @@ def _run_cram(args) -> int:
         line = (f"m={m}: n50 = {fit.n50:.1f} +- {fit.stderr:.1f}  (k={fit.k:.3g}, {fit.method})"
                 if fit.ok else f"m={m}: n50 not found: {fit.message}")
         (bar.write if bar is not None else print)(
-            f"{line}; {curve.strings_crammed} crammed, {curve.strings_from_store} from store; {pts}")
+            f"{line}; {curve.strings_crammed} crammed, {curve.strings_from_store} from store"
+            + (f" ({curve.strings_resumed} resumed mid-way)" if curve.strings_resumed else "") + f"; {pts}")
     if bar is not None:
         bar.close()
     eng = curves[0].engine
@@ -605,6 +606,11 @@ def _run_store_summary(args) -> int:
     total = sum(r["strings"] for r in rows)
     print(f"store {store.path}: {total} strings in {len(rows)} curves"
           + (f" ({', '.join(f'{k}={v}' for k, v in filters.items())})" if filters else ""))
+    kept = store.inflight()
+    if kept:
+        steps = sorted(k["steps"] for k in kept)
+        print(f"{len(kept)} strings kept mid-way (steps {steps[0]}-{steps[-1]}, last kept {kept[-1]['updated_at']}): "
+              "the run that crammed them resumes them when started again")
     if not rows:
         return 0
     table = [("model", "m", "source", "protocol", "strings", "successes", "lengths", "n50 +- stderr")]

@@ -240,6 +240,12 @@ def test_store_summary_names_the_protocols(tmp_path, capsys):
     assert f"{custom} paper, max_steps=30" in paper and "> 7 (all succeeded)" in paper
     assert main(["store", "summary", "--store", str(path), "--model", "other", "--m", "1"]) == 0
     assert "20 strings in 1 curves (model=['other'], m=[1])" in capsys.readouterr().out
+    # strings an interrupted run kept mid-way are counted on the second line
+    st.save_inflight({"a": (b"x", 120), "b": (b"y", 1400)})
+    assert main(["store", "summary", "--store", str(path)]) == 0
+    line = capsys.readouterr().out.splitlines()[1]
+    assert line.startswith("2 strings kept mid-way (steps 120-1400, last kept ") and line.endswith(
+        "the run that crammed them resumes them when started again")
 
 
 def test_store_merge(tmp_path, capsys):
