@@ -77,6 +77,9 @@ def _add_cram(p: argparse.ArgumentParser):
     p.add_argument("--bos", action="store_true",
                    help="put the model's BOS token before the memory (real models use it as an "
                         "attention sink)")
+    p.add_argument("--add-special-tokens", action="store_true",
+                   help="start each target with the tokenizer's special tokens (Gemma's, Llama's BOS) after "
+                        "the memory, counted in n: the layout of [A]'s code")
     p.add_argument("--seed", type=arg_type(check_seed), default=0,
                    help="seed of the targets and the initial memory (0..2**64 - 1)")
     p.add_argument("--precision", type=_POSITIVE_FLOAT, default=0.02,
@@ -128,6 +131,8 @@ def _run_cram(args) -> int:
     if args.bos:
         from accesslib.engine.cramming import default_prefix
         overrides["prefix_ids"] = default_prefix(lm) or None
+    if args.add_special_tokens:
+        overrides["add_special_tokens"] = True
     total = len(args.m) * len(args.lengths) * args.samples if args.lengths else None
     bar = None
     if not args.no_progress:

@@ -393,6 +393,9 @@ def main(argv=None):
     p.add_argument("--lr", type=float, default=None, help="override the protocol's learning rate")
     p.add_argument("--bos", action="store_true",
                    help="put the model's BOS token before the memory (real models: attention sink)")
+    p.add_argument("--add-special-tokens", action="store_true",
+                   help="start each target with the tokenizer's special tokens (BOS) after the memory, "
+                        "counted in n: the layout of [A]'s code")
     p.add_argument("--precision", type=float, default=None,
                    help="bisect search: target relative stderr of n50 (default 0.02)")
     p.add_argument("--store", default=None, help="results store (default: the user's store)")
@@ -511,6 +514,8 @@ def main(argv=None):
                                         ("precision", a.precision), ("lr", a.lr)) if v}
         if a.bos:
             overrides["prefix_ids"] = "bos"
+        if a.add_special_tokens:
+            overrides["add_special_tokens"] = True
         if a.search == "grid":
             if not a.lengths:
                 p.error("--search grid needs --lengths")

@@ -117,7 +117,7 @@ PATIENCE_ON = ("loss", "accuracy")
 
 #: cram() settings that change how the engine runs but no string's result: left out of the
 #: results store's protocol hash (accesslib.experiments.curves.hashed_settings).
-RUN_ONLY = ("batch_size", "rows_per_pass", "profile")
+RUN_ONLY = ("batch_size", "rows_per_pass", "profile", "checkpoint_every")
 
 
 @dataclass

@@ -262,10 +262,40 @@ def _chunk(tokenizer, text: str, start: int, n: int) -> list[int]:
             raise ValueError(f"text gives fewer than n={n} tokens even when repeated")
 
 
+def leading_special_ids(tokenizer) -> list[int]:
+    """The ids a tokenizer puts before every text it encodes (``add_special_tokens=True``): BOS
+    for Gemma and Llama, nothing for Pythia, Qwen2.5 and the byte-level models."""
+    plain = list(tokenizer.encode("a b", add_special_tokens=False))
+    full = list(tokenizer.encode("a b", add_special_tokens=True))
+    k = len(full) - len(plain)
+    if k < 0 or full[k:] != plain:
+        raise ValueError("add_special_tokens: this tokenizer adds special tokens other than before the text "
+                         f"({full} against {plain} without them); only leading ones (BOS) are supported")
+    return full[:k]
+
+
 def make_targets(source: str, n: int, B: int, seed: int = 0, *, tokenizer=None, vocab_size=None,
-                 exclude: Iterable[int] = (), text: str | None = None):
-    """Dispatch by source name (one of :data:`SOURCES`); returns (LongTensor [B, n], texts)."""
+                 exclude: Iterable[int] = (), text: str | None = None, add_special_tokens: bool = False):
+    """Dispatch by source name (one of :data:`SOURCES`); returns (LongTensor [B, n], texts).
+
+    ``add_special_tokens``: each target starts with the ids the tokenizer puts before a text
+    (:func:`leading_special_ids`, e.g. Gemma's ``<bos>``), followed by the first n - k tokens of
+    the source, k of them: the layout of [A]'s code, whose ``tokenizer(text, max_length=n)``
+    adds BOS and counts it in n (with the first target token given as input, BOS is given and
+    n - 1 tokens are predicted). The same strings as without, shifted by the special tokens."""
     check_choice("source", source, SOURCES)
+    if add_special_tokens:
+        if tokenizer is None:
+            raise ValueError("add_special_tokens needs a tokenizer (the model has none)")
+        lead = leading_special_ids(tokenizer)
+        k = len(lead)
+        if n <= k:
+            raise ValueError(f"n must be longer than the {k} special token(s) the tokenizer adds; got n={n}")
+        ids, texts = make_targets(source, n - k, B, seed, tokenizer=tokenizer, vocab_size=vocab_size,
+                                  exclude=exclude, text=text)
+        if k:
+            ids = torch.cat([torch.tensor(lead, dtype=torch.long).expand(ids.shape[0], -1), ids], 1)
+        return ids, texts
     if source == "tokens":
         if vocab_size is None:
             raise ValueError("source='tokens' needs vocab_size")

@@ -68,6 +68,8 @@ def hashed_settings(protocol: str | Mapping[str, Any] = "paper", overrides: Mapp
         out.pop(key, None)
     if out.get("patience_on") == "loss":   # the rule every stored row had before it was a setting
         out.pop("patience_on")
+    if not out.get("add_special_tokens", True):   # the targets every stored row had before it was one
+        out.pop("add_special_tokens")
     schedule = out.get("schedule")
     if schedule is not None and (not isinstance(schedule, str) or schedule not in SCHEDULES):
         # a callable's name (or repr) differs between processes and runs: a resumed run would
@@ -461,9 +463,15 @@ def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 
         store = ResultsStore(store)
     settings = protocol_settings(protocol, **cram_overrides)
     first_as_input = bool(settings.get("first_token_as_input", False))
+    # a target setting, not an engine one: the tokenizer's special tokens (BOS) start each target
+    specials = bool(settings.get("add_special_tokens", False))
     hash_input = hashed_settings(protocol, cram_overrides, text=text)   # recorded with the rows
     ph = protocol_hash_for(protocol, cram_overrides, text=text)
     floor = 2 if first_as_input else 1   # the first target token is an input, not an output
+    if specials:
+        if tok is None:
+            fail("add_special_tokens", "False for a model without a tokenizer", True)
+        floor = max(floor, len(_targets.leading_special_ids(tok)) + 1)
     if max_length < floor:
         fail("max_length", f">= {floor} with first_token_as_input={first_as_input}", max_length)
     cap_of = {}
@@ -484,7 +492,8 @@ def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 
     # with a store, strings still being crammed are kept there (every minute, and when the run
     # stops or fails), so a run interrupted mid-string goes on where it was
     engine = CramSession(hf, seed=int(seed), on_step=on_step, stop=stop, batch_size=batch_size,
-                         rows_per_pass=rows_per_pass, checkpoint=store, **settings)
+                         rows_per_pass=rows_per_pass, checkpoint=store,
+                         **{k: v for k, v in settings.items() if k != "add_special_tokens"})
     finished = threading.Event()      # the engine loop has returned (done, stopped or failed)
     t_start = time.perf_counter()
 
@@ -497,7 +506,7 @@ def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 
             for n, indices in requests:
                 ids, texts = _targets.make_targets(source, n, max(indices) + 1, _derive_seed(seed, n, source),
                                                    tokenizer=tok, vocab_size=vocab_size, exclude=exclude,
-                                                   text=text)
+                                                   text=text, add_special_tokens=specials)
                 for i in indices:
                     tids = ids[i].tolist()
                     key = dict(model=name, m=int(m), n=n, source=source, target_hash=target_hash(tids),

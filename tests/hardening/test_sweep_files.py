@@ -76,13 +76,16 @@ CASES = [
      "initializer_range; got ['dd']"),
     ("unknown-engine", _engine("{protocol: fast, max_stpes: 3}"),
      "engine keys must be among protocol, prefix_ids, first_token_as_input, lr, betas, weight_decay, "
-     "max_steps, patience, schedule, autocast_dtype, init_std, verify, eps, batch_size, rows_per_pass, profile, patience_on; got ['max_stpes']"),
+     "max_steps, patience, schedule, autocast_dtype, init_std, verify, eps, batch_size, rows_per_pass, profile, "
+     "patience_on, checkpoint_every, add_special_tokens; got ['max_stpes']"),
     ("engine-seed-is-the-sweeps", _engine("{seed: 3}"),
      "engine keys must be among protocol, prefix_ids, first_token_as_input, lr, betas, weight_decay, "
-     "max_steps, patience, schedule, autocast_dtype, init_std, verify, eps, batch_size, rows_per_pass, profile, patience_on; got ['seed']"),
+     "max_steps, patience, schedule, autocast_dtype, init_std, verify, eps, batch_size, rows_per_pass, profile, "
+     "patience_on, checkpoint_every, add_special_tokens; got ['seed']"),
     ("unknown-engine-protocol-mapping", _engine("{protocol: {lr: 0.1, step: 3}}"),
      "engine.protocol keys must be among prefix_ids, first_token_as_input, lr, betas, weight_decay, "
-     "max_steps, patience, schedule, autocast_dtype, init_std, verify, eps, batch_size, rows_per_pass, profile, patience_on; got ['step']"),
+     "max_steps, patience, schedule, autocast_dtype, init_std, verify, eps, batch_size, rows_per_pass, profile, "
+     "patience_on, checkpoint_every, add_special_tokens; got ['step']"),
     ("unknown-search", BASE + "m: [1]\nsearch: {method: bisect, steps: 3}\n",
      "search options must be among method, pilot, precision, max_length, start; got ['steps']"),
     ("unknown-range-key", BASE + "m: [1]\nlengths: {start: 1, stop: 4, every: 2}\n",
@@ -313,9 +316,10 @@ def test_every_engine_setting_of_cram_is_allowed_and_nothing_else():
     from accesslib.engine.cramming import cram
     params = set(inspect.signature(cram).parameters)
     keys = set(spec_mod.engine_keys())
-    assert keys - {"protocol"} <= params
-    # lean: which forward runs (bit-identical results), not a setting of the measurement
-    assert params - keys == {"model", "targets", "m", "seed", "on_step", "on_string", "stop", "lean"}
+    assert keys - {"protocol", "add_special_tokens"} <= params   # the one target setting
+    # lean: which forward runs (bit-identical results), not a setting of the measurement;
+    # checkpoint: the job's own store
+    assert params - keys == {"model", "targets", "m", "seed", "on_step", "on_string", "stop", "lean", "checkpoint"}
     good = {"protocol": "paper", "lr": 0.01, "betas": [0.9, 0.99], "weight_decay": 0.0, "max_steps": 10,
             "patience": 5, "schedule": "cosine", "first_token_as_input": True, "autocast_dtype": None,
             "init_std": 0.1, "verify": True, "eps": 1e-8, "prefix_ids": [0, 1]}

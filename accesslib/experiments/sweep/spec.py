@@ -59,8 +59,9 @@ MAX_SEED = 2**32 - 1
 
 # cram() parameters a sweep's engine: may not set: the job sets them (m, seed), or they are
 # Python objects (callbacks, the model, the targets)
-# (lean: which forward runs, with bit-identical results: an implementation choice, not a setting)
-_ENGINE_RESERVED = ("model", "targets", "m", "seed", "on_step", "on_string", "stop", "lean")
+# (lean: which forward runs, with bit-identical results: an implementation choice, not a setting;
+# checkpoint: the job's own results store keeps the strings still being crammed)
+_ENGINE_RESERVED = ("model", "targets", "m", "seed", "on_step", "on_string", "stop", "lean", "checkpoint")
 # tiny_model's config overrides a sweep accepts besides its named parameters (any other key
 # would be set on the transformers config and silently do nothing)
 _TINY_CONFIG_KEYS = ("initializer_range",)
@@ -173,12 +174,13 @@ _MODEL_KEYS = ("name", "load", "path", "tiny")
 def engine_keys() -> tuple[str, ...]:
     """The keys of a sweep's ``engine:``: ``protocol`` and the keyword settings of
     :func:`accesslib.engine.cramming.cram` (its signature), less the ones a job sets (m, seed)
-    and the callbacks."""
+    and the callbacks; and ``add_special_tokens`` (targets start with the tokenizer's BOS, as
+    [A]'s code tokenizes them: :func:`accesslib.engine.targets.make_targets`)."""
     from accesslib.engine.cramming import PROTOCOLS, cram
     params = [p.name for p in inspect.signature(cram).parameters.values()
               if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in _ENGINE_RESERVED]
     extra = [k for proto in PROTOCOLS.values() for k in proto if k not in params]
-    return ("protocol", *params, *dict.fromkeys(extra))
+    return ("protocol", *params, *dict.fromkeys(extra), "add_special_tokens")
 
 
 @functools.lru_cache(maxsize=None)
@@ -235,6 +237,8 @@ _ENGINE_CHECKS = {
     "rows_per_pass": lambda n, v: _int(n, v, 1, 100_000),
     "profile": _bool,
     "patience_on": lambda n, v: _choice(n, v, ("loss", "accuracy")),
+    "add_special_tokens": _bool,
+    "checkpoint_every": lambda n, v: _float(n, v, 0),
 }
 
 
