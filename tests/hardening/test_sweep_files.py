@@ -302,7 +302,8 @@ def test_the_examples_still_validate_and_dry_run(tmp_path, capsys, cluster_calls
     assert code == 0 and err == [] and out.startswith("10 jobs") and "cram-tiny-gpt2-random-m2-n8-s0" in out
     assert not store.exists() and not cluster_calls
     paper = sweep.load_spec(EXAMPLES / "sweep-paper.yaml", store=str(tmp_path / "p.sqlite"))
-    assert len(paper.jobs()) == 40 and paper.engine == {"protocol": "paper", "autocast_dtype": "bfloat16"}
+    assert len(paper.jobs()) == 40 and paper.engine == {"protocol": "paper", "autocast_dtype": "bfloat16",
+                                                        "add_special_tokens": True}
     code, out, _ = _cli(["sweep", str(EXAMPLES / "sweep-paper.yaml"), "--dry-run", "--store",
                          str(tmp_path / "p.sqlite")], capsys)
     assert code == 0 and out.startswith("40 jobs")
