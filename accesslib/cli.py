@@ -323,6 +323,10 @@ def _add_sweep(p: argparse.ArgumentParser):
     p.add_argument("--dry-run", action="store_true",
                    help="check everything a run checks, list the jobs and exit")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--budget-check", type=arg_type(check_int, 2), nargs="?", const=3, default=None,
+                   metavar="FACTOR",
+                   help="then re-measure n50 at m = 1 and the largest m with FACTOR (default 3) times the "
+                        "step budget and patience, and say whether it moved (budget-limited or converged)")
 
 
 def _run_sweep(args) -> int:
@@ -332,30 +336,39 @@ def _run_sweep(args) -> int:
     # every check a run makes, before anything starts (a dry run makes the same ones)
     spec = sweep.load_spec(args.file, store=args.store, workers=args.workers)
     sweep.check_run(spec, scheduler=args.scheduler, write=args.write, dashboard_address=args.dashboard_address)
+    specs = [spec] + ([sweep.budget_spec(spec, args.budget_check)] if args.budget_check else [])
     needs_dask = not args.dry_run and args.scheduler != "inprocess"
     if needs_dask and _missing_extra("sweep", "sweep", ["distributed"]):
         return 2
     if args.dry_run:
-        jobs = spec.jobs()
-        print(f"{len(jobs)} jobs, store {spec.store_path()}")
-        for j in jobs:
-            print(" ", j.key)
+        for sp in specs:
+            jobs = sp.jobs()
+            print(f"{len(jobs)} jobs" + (f" ({sp.name}: {sweep.engine_steps(sp)} steps)" if sp is not spec else "")
+                  + f", store {sp.store_path()}")
+            for j in jobs:
+                print(" ", j.key)
         return 0
-    try:
-        report = sweep.run_sweep(spec, scheduler=args.scheduler, progress=not args.no_progress,
-                                 write=args.write, dashboard_address=args.dashboard_address)
-    except KeyboardInterrupt:
-        print("\ninterrupted: finished strings are in the store; run the same command to resume")
-        return 130
-    print(f"{report.done} jobs run, {report.skipped} already done, {report.crammed} strings crammed "
-          f"in {report.wall_time:.1f} s; store {spec.store_path()}")
-    for job, err in report.failed:
-        print(f"failed: {job.key}: {err}")
-    print(sweep.format_table(report.table()))
-    if report.interrupted:
-        print("interrupted: run the same command to resume")
-        return 130
-    return 1 if report.failed else 0
+    failed = False
+    for sp in specs:
+        try:
+            report = sweep.run_sweep(sp, scheduler=args.scheduler, progress=not args.no_progress,
+                                     write=args.write, dashboard_address=args.dashboard_address)
+        except KeyboardInterrupt:
+            print("\ninterrupted: finished strings are in the store; run the same command to resume")
+            return 130
+        if sp is not spec:
+            print(f"budget check ({sp.name}, {sweep.engine_steps(sp)} steps):")
+        print(f"{report.done} jobs run, {report.skipped} already done, {report.crammed} strings crammed "
+              f"in {report.wall_time:.1f} s; store {sp.store_path()}")
+        for job, err in report.failed:
+            print(f"failed: {job.key}: {err}")
+        failed = failed or bool(report.failed)
+        print(sweep.format_table(report.table()) if sp is spec else
+              sweep.format_budget(sweep.budget_table(spec, args.budget_check)))
+        if report.interrupted:
+            print("interrupted: run the same command to resume")
+            return 130
+    return 1 if failed else 0
 
 
 # --- app -------------------------------------------------------------------------------------

@@ -86,7 +86,7 @@ def _base_settings(settings: dict, *, from_json: bool) -> dict:
     return out
 
 
-def _usable(n50, se, k, status, lengths):
+def usable_n50(n50, se, k, status, lengths):
     """(n50, stderr) of a fit that locates a falling curve's midpoint among the lengths measured,
     else (None, None): a failed, flat or rising fit, or one that extrapolates (all strings crammed
     or none) says nothing a budget check can compare."""
@@ -97,7 +97,7 @@ def _usable(n50, se, k, status, lengths):
     return float(n50), float(se)
 
 
-def _moved(n50, se, n50_x, se_x):
+def n50_moved(n50, se, n50_x, se_x):
     """|n50_x - n50| > sqrt(se^2 + se_x^2), or None when a fit gave no n50 or no stderr."""
     if None in (n50, se, n50_x, se_x):
         return None, None
@@ -151,7 +151,7 @@ def budget_check(lm, bundle_or_curves, factor: int = 3, ms=None, *, samples: int
         b = bundle_or_curves
         base = {int(c["m"]): dict(c, n50=None, n50_stderr=None) for c in b["curves"]}
         for c in b["curves"]:
-            n50, se = _usable(c["n50"], c["n50_stderr"], c.get("k"), c.get("fit_status"), c["lengths"])
+            n50, se = usable_n50(c["n50"], c["n50_stderr"], c.get("k"), c.get("fit_status"), c["lengths"])
             base[int(c["m"])].update(n50=n50, n50_stderr=se)
         name, source, seed, search = b["model"], b["source"], int(b.get("seed", 0)), b["search"]
         protocol, samples = b.get("protocol"), int(samples or b["samples"])
@@ -165,7 +165,7 @@ def budget_check(lm, bundle_or_curves, factor: int = 3, ms=None, *, samples: int
         base = {}
         for c in cs:
             fit = c.fit()
-            n50, se = _usable(finite_or_none(fit.n50), finite_or_none(fit.stderr), finite_or_none(fit.k), fit.status, c.lengths)
+            n50, se = usable_n50(finite_or_none(fit.n50), finite_or_none(fit.stderr), finite_or_none(fit.k), fit.status, c.lengths)
             base[int(c.m)] = dict(m=c.m, n50=n50, n50_stderr=se, lengths=list(c.lengths))
         name, source, seed, search, protocol = cs[0].model, cs[0].source, cs[0].seed, cs[0].search, None
         settings = _base_settings(cs[0].settings, from_json=False)
@@ -222,8 +222,8 @@ def budget_check(lm, bundle_or_curves, factor: int = 3, ms=None, *, samples: int
     for m, c in zip(ms, curves):
         fit = fit_n50(c)
         n50, se = base[m]["n50"], base[m]["n50_stderr"]
-        n50_x, se_x = _usable(finite_or_none(fit.n50), finite_or_none(fit.stderr), finite_or_none(fit.k), fit.status, c.lengths)
-        moved, shift = _moved(n50, se, n50_x, se_x)
+        n50_x, se_x = usable_n50(finite_or_none(fit.n50), finite_or_none(fit.stderr), finite_or_none(fit.k), fit.status, c.lengths)
+        moved, shift = n50_moved(n50, se, n50_x, se_x)
         if moved is None or c.interrupted:
             inconclusive.append(int(m))
         out[str(m)] = dict(n50=n50, stderr=se, n50_3x=n50_x, stderr_3x=se_x, shift=shift,
@@ -260,7 +260,7 @@ def ladder_verdict(rungs: list[dict]) -> dict:
         if j is None:
             out.append(dict(compared_with=None, moved=None, shift=None))
             continue
-        moved, shift = _moved(r.get("n50"), r.get("stderr"), rungs[j].get("n50"), rungs[j].get("stderr"))
+        moved, shift = n50_moved(r.get("n50"), r.get("stderr"), rungs[j].get("n50"), rungs[j].get("stderr"))
         out.append(dict(compared_with=rungs[j]["max_steps"], moved=moved, shift=shift))
     settled = [r["max_steps"] for r, v in zip(rungs, out) if v["moved"] is False]
     compared = [v for v in out if v["compared_with"] is not None]
@@ -315,7 +315,7 @@ def budget_ladder(lm, bundle: dict, budgets, m: int = 1, *, lengths=None, store=
     else:
         lengths = list(own[m]["lengths"]) if search == "grid" else None
     c0 = own[m]
-    n50, se = _usable(c0["n50"], c0["n50_stderr"], c0.get("k"), c0.get("fit_status"), c0["lengths"])
+    n50, se = usable_n50(c0["n50"], c0["n50_stderr"], c0.get("k"), c0.get("fit_status"), c0["lengths"])
     rungs = [dict(max_steps=steps0, patience=int(settings["patience"]), lengths=list(c0["lengths"]),
                   successes=list(c0["successes"]), totals=list(c0["totals"]), n50=n50, stderr=se,
                   shipped=True, strings_crammed=None, strings_from_store=None)]
@@ -346,7 +346,7 @@ def budget_ladder(lm, bundle: dict, budgets, m: int = 1, *, lengths=None, store=
             if bar is not None:
                 bar.close()
         fit = fit_n50(c)
-        n50_x, se_x = _usable(finite_or_none(fit.n50), finite_or_none(fit.stderr), finite_or_none(fit.k),
+        n50_x, se_x = usable_n50(finite_or_none(fit.n50), finite_or_none(fit.stderr), finite_or_none(fit.k),
                               fit.status, c.lengths)
         rungs.append(dict(max_steps=steps, patience=patience, lengths=list(c.lengths), successes=list(c.successes),
                           totals=list(c.totals), n50=n50_x, stderr=se_x, shipped=False,

@@ -37,11 +37,13 @@ Models are loaded once per worker process and kept (:func:`worker_model`, a per-
 
 The modules: :mod:`.spec` (the description: :class:`SweepSpec`, :func:`load_spec`), :mod:`.jobs`
 (what one job runs, on a worker or here: :func:`run_job`), :mod:`.runner` (Dask, stopping,
-:func:`run_sweep`, :func:`start_sweep`), :mod:`.results` (:func:`sweep_curves`, :func:`sweep_table`).
+:func:`run_sweep`, :func:`start_sweep`), :mod:`.results` (:func:`sweep_curves`, :func:`sweep_table`), :mod:`.budget`
+(the budget check: :func:`budget_spec`, :func:`budget_table`).
 The command line ``python -m accesslib sweep FILE`` is in :mod:`accesslib.cli`.
 """
 from __future__ import annotations
 
+from accesslib.experiments.sweep.budget import budget_spec, budget_table, engine_steps, format_budget
 from accesslib.experiments.sweep.jobs import (
     JobResult,
     engine_settings,
@@ -66,4 +68,5 @@ from accesslib.experiments.sweep.spec import DEVICES, WRITE, Job, ModelSpec, Swe
 __all__ = ["SweepSpec", "ModelSpec", "Job", "JobResult", "SweepReport", "SweepRun", "load_spec",
            "run_job", "run_sweep", "start_sweep", "sweep_curves", "sweep_table", "format_table",
            "worker_model", "setup_worker", "engine_settings", "protocol_hash_of", "default_workers",
-           "known_rows", "check_run", "DEFAULT_DASHBOARD", "DEVICES", "WRITE"]
+           "known_rows", "check_run", "DEFAULT_DASHBOARD", "DEVICES", "WRITE", "budget_spec", "budget_table",
+           "engine_steps", "format_budget"]
