@@ -187,11 +187,11 @@ def budget_table(names, directory=None) -> list[str]:
             for r in lad["rungs"]:
                 counts = ", ".join(f"{s}/{t}" for s, t in zip(r["successes"], r["totals"]))
                 against = "-" if r.get("compared_with") is None else f"{r['compared_with']:,} steps"
-                moved = "-" if r.get("moved") is None else ("yes" if r["moved"] else "no")
+                moved = "-" if r.get("moved") is None else \
+                    f"{'yes' if r['moved'] else 'no'} ({fmt(r.get('shift'), '+.1f')})"
                 out.append(f"| {name} | {lad['m']} | {r['max_steps']:,}, {r['patience']:,}"
                            f"{' (shipped)' if r.get('shipped') else ''} | {', '.join(map(str, r['lengths']))} | "
-                           f"{counts} | {fmt(r.get('n50'))} ± {fmt(r.get('stderr'))} | {against} | "
-                           f"{moved} ({fmt(r.get('shift'), '+.1f')}) |")
+                           f"{counts} | {fmt(r.get('n50'))} ± {fmt(r.get('stderr'))} | {against} | {moved} |")
             out += ["", f"{name}: {bundles.ladder_text({'budget_ladder': lad})}"]
     return out
 

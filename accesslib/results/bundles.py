@@ -197,7 +197,9 @@ def ladder_text(bundle: dict) -> str:
         text += (f" It settles at {at:,} steps: {r['compared_with']:,} steps move it by less than its "
                  "standard error.")
     elif lad.get("still_moving"):
-        text += f" Still moving at {rungs[-1]['max_steps']:,} steps: no budget measured here settles it."
+        last = [r for r in rungs if r.get("compared_with") is not None][-1]
+        text += (f" Still moving from {last['max_steps']:,} to {last['compared_with']:,} steps: no budget "
+                 "measured here settles it yet.")
     else:
         text += " No rung has a larger budget to settle it yet."
     return text

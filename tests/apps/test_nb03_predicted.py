@@ -260,7 +260,7 @@ def _unchecked(b):
     """A modified copy of a bundle without any budget check."""
     import copy
 
-    return {k: copy.deepcopy(v) for k, v in b.items() if k not in ("budget_check", "budget_checks")}
+    return {k: copy.deepcopy(v) for k, v in b.items() if k not in ("budget_check", "budget_checks", "budget_ladder")}
 
 
 def test_the_budget_label_with_and_without_a_check(tmp_path, monkeypatch):
@@ -290,6 +290,18 @@ def test_the_budget_label_with_and_without_a_check(tmp_path, monkeypatch):
     n50 = b["budget_check"]["ms"]["4"]["n50"]
     assert "step budget ×3: <b>budget-limited</b>" in txt and f"{n50:.1f} with 1000 steps, 14.5 with 3000" in txt
     assert "<b>budget-limited</b>: its n50, a and C/a depend on the step budget" in txt
+
+
+def test_the_shipped_smollm2_bundle_shows_its_budget_ladder():
+    """SmolLM2-135M's n50 at m = 1 by step budget (its budget ladder) is printed with its caveats,
+    each budget's n50 as the bundle records it."""
+    b = bundles.load("cram", "smollm2-135m")
+    lad = b["budget_ladder"]
+    assert [r["max_steps"] for r in lad["rungs"]][:3] == [300, 500, 1500] and lad["rungs"][0]["shipped"]
+    txt = PredictedApp(canvas="agg", model="smollm2-135m", published=False).readout.value
+    assert html.escape(bundles.ladder_text(b)) in txt
+    for r in lad["rungs"]:
+        assert f"{r['max_steps']:,} steps {r['n50']:.1f} ± {r['stderr']:.1f}" in txt
 
 
 def test_a_converged_check_settles_the_protocols_suspicion(tmp_path, monkeypatch):

@@ -253,7 +253,7 @@ def test_ladder_verdict_and_words():
         "4,500 steps 17.0 ± 0.5. It settles at 1,500 steps: 4,500 steps move it by less than its "
         "standard error.")
     assert bundles.ladder_text(dict(budget_ladder=dict(lad, converged_at=None, still_moving=True))).endswith(
-        "Still moving at 4,500 steps: no budget measured here settles it.")
+        "Still moving from 1,500 to 4,500 steps: no budget measured here settles it yet.")
     assert bundles.ladder_text({}) == ""
 
 
