@@ -77,6 +77,32 @@ def measure_geometry(lm, model_name, *, seed=0, progress=True, effective_eps=16,
     return rec
 
 
+def bar_hooks(bar, on_string=None, every: float = 5.0):
+    """(on_string, on_step) callbacks that keep a tqdm bar of strings moving between strings too:
+    each finished string advances it (and goes on to ``on_string``); every ``every`` seconds the
+    postfix shows the engine's step and how many strings are active, so an hour-long string of a
+    real model on a CPU is seen to progress. (None, None) without a bar and ``on_string``."""
+    if bar is None:
+        return on_string, None
+    last = [-math.inf]
+    where = {}
+
+    def string(row):
+        bar.update(1)
+        where.update(m=row["m"], n=row["n"])
+        bar.set_postfix(where)
+        if on_string is not None:
+            on_string(row)
+
+    def step(info):
+        now = time.monotonic()
+        if now - last[0] >= every:
+            last[0] = now
+            bar.set_postfix(dict(where, step=info.step, active=len(info.active)))
+
+    return string, step
+
+
 def _base_settings(settings: dict, *, from_json: bool) -> dict:
     """Cram settings as the engine takes them: lists back to tuples (betas), and for a bundle
     written before ``patience_on`` was a setting, the rule its strings were crammed with (loss)."""
@@ -202,19 +228,13 @@ def budget_check(lm, bundle_or_curves, factor: int = 3, ms=None, *, samples: int
     if progress:
         from tqdm.auto import tqdm
         bar = tqdm(desc=f"{name} budget x{factor}", unit="str")
-
-    def tick(row):
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(m=row["m"], n=row["n"])
-        if on_string is not None:
-            on_string(row)
+    tick, on_step = bar_hooks(bar, on_string)
 
     t0 = time.perf_counter()
     try:
         curves = accessibility_curves(lm, ms, lengths, samples=samples, source=source, seed=seed, store=store,
                                       search=search, protocol=longer, model_name=name, on_string=tick,
-                                      batch_size=batch_size, precision=precision)
+                                      on_step=on_step, batch_size=batch_size, precision=precision)
     finally:
         if bar is not None:
             bar.close()
@@ -329,19 +349,12 @@ def budget_ladder(lm, bundle: dict, budgets, m: int = 1, *, lengths=None, store=
         if progress:
             from tqdm.auto import tqdm
             bar = tqdm(desc=f"{name} m={m} {steps} steps", unit="str")
-
-        def tick(row, bar=bar):
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(n=row["n"])
-            if on_string is not None:
-                on_string(row)
-
+        tick, on_step = bar_hooks(bar, on_string)
         try:
             (c,) = accessibility_curves(lm, [m], {m: lengths} if lengths else None, samples=samples,
                                         source=bundle["source"], seed=int(bundle.get("seed", 0)), store=store,
                                         search=search, protocol=dict(settings, max_steps=steps, patience=patience),
-                                        model_name=name, on_string=tick, batch_size=batch_size)
+                                        model_name=name, on_string=tick, on_step=on_step, batch_size=batch_size)
         finally:
             if bar is not None:
                 bar.close()
@@ -399,10 +412,10 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
     kw = dict(cram_overrides)
     lengths = kw.pop("lengths", None)
     # one engine for every m: their length searches share its batch (continuous batching)
+    tick, on_step = bar_hooks(bar)
     cs = accessibility_curves(lm, [int(m) for m in ms], lengths, samples=samples, source=source, seed=seed,
-                              store=store, search=search, protocol=protocol,
-                              on_string=(lambda row: (bar.update(1), bar.set_postfix(m=row["m"], n=row["n"])))
-                              if bar is not None else None, **kw)
+                              store=store, search=search, protocol=protocol, on_string=tick, on_step=on_step,
+                              **kw)
     settings = cs[0].settings if cs else None
     for m, c in zip(ms, cs):
         curves.append(curve_record(c))

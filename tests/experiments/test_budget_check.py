@@ -286,3 +286,33 @@ def test_make_bundles_add_budget_ladder(tmp_path):
         bad = subprocess.run([sys.executable, SCRIPT, *args, "--out", str(tmp_path)], capture_output=True, text=True,
                              timeout=300)
         assert bad.returncode == 2 and msg in bad.stderr
+
+
+def test_bar_hooks_show_steps_between_strings():
+    """Long strings (a real model on a CPU) keep the bar moving: the engine's step and the active
+    strings in its postfix; each finished string advances it and reaches on_string."""
+    from types import SimpleNamespace
+
+    class Bar:
+        def __init__(self):
+            self.n, self.postfix = 0, []
+
+        def update(self, k):
+            self.n += k
+
+        def set_postfix(self, d):
+            self.postfix.append(dict(d))
+
+    bar, seen = Bar(), []
+    string, step = bundling.bar_hooks(bar, seen.append, every=0)
+    step(SimpleNamespace(step=120, active=[0, 1, 2]))
+    string(dict(m=1, n=16))
+    step(SimpleNamespace(step=121, active=[0, 1]))
+    assert bar.n == 1 and seen == [dict(m=1, n=16)]
+    assert bar.postfix == [dict(step=120, active=3), dict(m=1, n=16), dict(m=1, n=16, step=121, active=2)]
+    quiet = Bar()
+    _, step = bundling.bar_hooks(quiet, every=3600)
+    step(SimpleNamespace(step=1, active=[0]))
+    step(SimpleNamespace(step=2, active=[0]))
+    assert quiet.postfix == [dict(step=1, active=1)]      # at most once per `every` seconds
+    assert bundling.bar_hooks(None, seen.append) == (seen.append, None)
