@@ -396,6 +396,12 @@ def default_batch_size(model, max_len: int = 64) -> int:
 #: run in several passes (rows never interact, so the gradients are the same).
 LOGITS_BUDGET = 1 << 26
 
+#: Models with at least this many parameters run their rows in passes of one length each (shortest
+#: first), every pass cut to its own length: a real model's step costs about rows x positions, so a
+#: batch of mixed lengths padded to the longest wastes that much (lengths 12..32: a third). Smaller
+#: models are bound by per-pass overhead instead and keep one pass.
+BUCKET_MIN_PARAMS = 20_000_000
+
 
 class _Row:
     """One string's place in the queue and, once active, its optimisation state."""
@@ -459,6 +465,7 @@ class CramSession:
         self.fwd = lean_forward(model) if lean and self.ac_dtype is None else None
         self.batch_size = batch_size
         self.rows_per_pass = rows_per_pass
+        self.bucket = sum(p.numel() for p in model.parameters()) >= BUCKET_MIN_PARAMS
         head = model.get_output_embeddings()
         self.V = int(head.weight.shape[0]) if head is not None else facts.vocab_size(model)
         self.extra_settings: dict = {}
@@ -618,6 +625,7 @@ class CramSession:
         st["n_pred"] = torch.tensor([r.ids.numel() - g for r in rows], device=dev)
         st["given"] = torch.stack([r.ids[:g] for r in rows]).to(dev)
         st["K"], st["L"] = K, L
+        st["row_len"] = [p + r.m + k for r, k in zip(rows, n_in)]   # each row's own input length
         # one m for every row: the pool is already the input sequence (no gather, no scatter back)
         st["uniform"] = all(r.m == M for r in rows) and p + M + N == L
 
@@ -633,34 +641,57 @@ class CramSession:
         if self.profile and self.dev.type == "cuda":
             torch.cuda.synchronize(self.dev)
 
+    def _pass_rows(self, b: int, chunk: int) -> list:
+        """The rows of each forward pass: slices of ``chunk`` rows, or for a large model (``bucket``)
+        index lists of rows of one input length each (shortest first), split by ``chunk``."""
+        st = self._state
+        lens = st["row_len"]
+        if not self.bucket or len(set(lens)) == 1:
+            return [slice(lo, lo + chunk) for lo in range(0, b, chunk)]
+        groups: dict[int, list[int]] = {}
+        for j in range(b):
+            groups.setdefault(lens[j], []).append(j)
+        return [rows[lo:lo + chunk] for _, rows in sorted(groups.items()) for lo in range(0, len(rows), chunk)]
+
     def _forward_backward(self, want_grad: bool):
-        """Losses, accuracies and gradients of every active row, in passes of ``rows_per_pass`` rows."""
+        """Losses, accuracies and gradients of every active row, in passes of ``rows_per_pass`` rows
+        (:meth:`_pass_rows`; a pass of shorter rows is cut to their length: the cut positions are
+        padding after every position they predict, which a causal LM never lets act on them)."""
         st = self._state
         b = len(st["rows"])
         chunk = self._passes(b, st["K"])
+        passes = self._pass_rows(b, chunk)
+        s0 = st["L"] - st["K"]                     # the first position whose logits are kept
         losses, correct_counts, grads = [], [], []
-        for lo in range(0, b, chunk):
-            sl = slice(lo, lo + chunk)
+        for sel in passes:
             t = time.perf_counter()
-            mem = st["memory"][sl].detach().requires_grad_(want_grad)
+            if not isinstance(sel, slice):
+                Lp = max(st["row_len"][j] for j in sel)
+                sel = torch.tensor(sel, device=self.dev)
+            else:
+                Lp = st["L"]
+            Kp = Lp - s0
+            mem = st["memory"][sel].detach().requires_grad_(want_grad)
             c = mem.shape[0]
             parts = [] if self.pre is None else [self.pre.expand(c, -1, -1)]
-            pool = torch.cat(parts + [mem.to(self.mdt), st["tin"][sl]], 1)
-            x = pool if st["uniform"] else pool.gather(1, st["idx"][sl, :, None].expand(-1, -1, self.d))
+            pool = torch.cat(parts + [mem.to(self.mdt), st["tin"][sel]], 1)
+            x = pool if st["uniform"] else pool.gather(1, st["idx"][sel, :, None].expand(-1, -1, self.d))
+            if Lp < st["L"]:
+                x = x[:, :Lp]
             if self.fwd is not None:
-                logits = self.fwd(x, st["K"])
+                logits = self.fwd(x, Kp)
             else:
                 kw = {"inputs_embeds": x, "use_cache": False}
                 if self.opts["logits_to_keep"]:
-                    kw["logits_to_keep"] = st["K"]
+                    kw["logits_to_keep"] = Kp
                 with autocast(self.dev, self.ac_dtype):
-                    logits = self.model(**kw).logits[:, -st["K"]:]
-            labels = st["labels"][sl]
+                    logits = self.model(**kw).logits[:, -Kp:]
+            labels = st["labels"][sel][:, :Kp]
             lf = logits.float()
             V = lf.shape[-1]
             ce = F.cross_entropy(lf.reshape(-1, V), labels.reshape(-1), reduction="none",
                                  ignore_index=-100).view(c, -1)           # no transposed copy
-            loss_rows = ce.sum(1) / st["n_pred"][sl]
+            loss_rows = ce.sum(1) / st["n_pred"][sel]
             with torch.no_grad():
                 ok = (lf.argmax(-1) == labels) & (labels >= 0)
                 correct_counts.append(ok.sum(1))
@@ -673,8 +704,13 @@ class CramSession:
             self.timings["backward"] += time.perf_counter() - t
             losses.append(loss_rows.detach())
             del logits, lf, ce, x, pool, mem, loss_rows
-        return (torch.cat(losses), torch.cat(correct_counts),
-                torch.cat(grads) if want_grad else None)
+        out = [torch.cat(losses), torch.cat(correct_counts), torch.cat(grads) if want_grad else None]
+        if not isinstance(passes[0], slice):      # back to the rows' own order
+            inv = torch.empty(b, dtype=torch.long)
+            inv[torch.tensor([j for p in passes for j in p])] = torch.arange(b)
+            inv = inv.to(self.dev)
+            out = [None if t is None else t[inv] for t in out]
+        return tuple(out)
 
     def _greedy(self, rows: list[int], mem) -> torch.Tensor:
         """Greedy ids [len(rows), longest predicted length] after each row's own m memory vectors

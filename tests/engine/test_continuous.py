@@ -175,3 +175,40 @@ def test_patience_on_accuracy_stops_a_plateau(neox):
     assert r.settings["patience_on"] == "accuracy"
     with pytest.raises(ValueError, match="patience_on must be one of 'loss', 'accuracy'; got 'acc'"):
         cram(neox, T, 1, patience_on="acc")
+
+
+@pytest.mark.parametrize("lean", [True, False])
+def test_length_bucketed_passes_equal_one_at_a_time(neox, monkeypatch, lean):
+    """A large model runs each input length in a pass of its own, cut to that length
+    (BUCKET_MIN_PARAMS lowered so the tiny model does): the same steps, successes and, up to
+    summation order, memories and losses as each string crammed alone; the mixed m and the
+    first-token layout included."""
+    monkeypatch.setattr(cramming, "BUCKET_MIN_PARAMS", 0)
+    passes = []
+    real = cramming.CramSession._pass_rows
+
+    def spy(self, b, chunk):
+        out = real(self, b, chunk)
+        passes.append(out)
+        return out
+
+    monkeypatch.setattr(cramming.CramSession, "_pass_rows", spy)
+    T, ms = ragged(), [1, 2, 1, 1, 2, 1, 2]
+    batched = cram(neox, T, ms, batch_size=4, lean=lean, **KW)
+    assert any(len(p) > 1 and not isinstance(p[0], slice) for p in passes)   # it did split by length
+    for p in passes:
+        if not isinstance(p[0], slice):
+            assert sorted(j for g in p for j in g) == list(range(sum(len(g) for g in p)))
+    single = [cram(neox, [t], m, lean=lean, **KW).strings[0] for t, m in zip(T, ms)]
+    assert [s.steps for s in batched.strings] == [s.steps for s in single]
+    assert [s.success for s in batched.strings] == [s.success for s in single]
+    for a, b in zip(batched.strings, single):
+        assert torch.allclose(a.memory, b.memory, atol=1e-4)
+        assert a.final_loss == pytest.approx(b.final_loss, rel=1e-4, abs=1e-6)
+    T2 = [t + [7] for t in T]
+    together = first_losses(neox, T2, ms, first_token_as_input=True, lean=lean)
+    alone = [first_losses(neox, [t], m, first_token_as_input=True, lean=lean)[0] for t, m in zip(T2, ms)]
+    assert together == pytest.approx(alone, rel=1e-5, abs=1e-6)
+    # one row per pass (rows_per_pass=1) and the bucketed passes agree
+    one = cram(neox, T, ms, rows_per_pass=1, lean=lean, **KW)
+    assert [s.steps for s in one.strings] == [s.steps for s in batched.strings]
