@@ -18,13 +18,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sweep-tiny.yaml"
 KEY = ("model", "m", "n", "source", "target_hash", "seed", "protocol_hash")
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # an oversubscribed 2-core machine: OpenMP spinning threads would slow torch 10x
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _spec(tmp_path, name="s.sqlite", **kw):

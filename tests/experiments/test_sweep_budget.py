@@ -15,12 +15,7 @@ torch = pytest.importorskip("torch")
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sweep-tiny.yaml"
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_budget_spec():
