@@ -62,7 +62,7 @@ def _add_cram(p: argparse.ArgumentParser):
     p.add_argument("--m", type=_POSITIVE_INT, nargs="+", default=[1, 2, 3, 4], metavar="M",
                    help="numbers of memory vectors (default 1 2 3 4)")
     p.add_argument("--samples", type=_POSITIVE_INT, default=16, help="strings per length (default 16)")
-    p.add_argument("--source", choices=("natural", "words", "words100k", "tokens"), default="natural",
+    p.add_argument("--source", choices=("natural", "words", "words100k", "glove100k", "tokens"), default="natural",
                    help="target strings: natural text, random common words, random words from a 100k-word "
                         "list (the paper's protocol), uniform random tokens")
     p.add_argument("--lengths", type=_POSITIVE_INT, nargs="+", metavar="N",

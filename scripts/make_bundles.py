@@ -224,7 +224,8 @@ def sources_table(names, directory=None, *, n: int = 32, B: int = 64) -> list[st
             continue
         rows += [dict(r, model=name) for r in difficulty.cost_table([lm], SOURCES, n=n, B=B)]
         if lm.tokenizer is not None:
-            tokens_per_word[name] = tuple(difficulty.tokens_per_word(lm.tokenizer, s) for s in ("words", "words100k"))
+            tokens_per_word[name] = tuple(difficulty.tokens_per_word(lm.tokenizer, s)
+                                          for s in ("words", "words100k", "glove100k"))
         models.append(name)
         del lm
     if not models:
@@ -237,21 +238,23 @@ def sources_table(names, directory=None, *, n: int = 32, B: int = 64) -> list[st
            "uniform guess; a trained model can pay far more for uniform random tokens, because it has learned",
            "to expect almost none of the tokens its training text never had. Sources:", ""]
     out += [f"- {s}: {SOURCE_LABELS[s]}" for s in SOURCES]
-    out += ["", "words100k is the paper's \"Random\" protocol ([A], [K]: random words from a list of about 100k",
-            "English words; here 115,162 words from SCOWL size 70, `accesslib/data/words100k.LICENSE.txt`);",
+    out += ["", "glove100k is the paper's \"Random\" protocol exactly: [A]'s own list (the 100,000 most frequent",
+            "entries of GloVe 6B's vocabulary, punctuation and numbers included; `accesslib/data/glove100k.LICENSE.txt`).",
+            "words100k is a dictionary list of about that size (115,162 words from SCOWL size 70,",
+            "`accesslib/data/words100k.LICENSE.txt`);",
             "words is the smaller list of 10,901 common words. Tokens per word: the mean number of tokens",
             "of a word of each list inside a target (2000 words, `difficulty.tokens_per_word`). Per token, the",
             "common words can cost more than the 100k list: a common word is mostly one token, each a fresh",
             "draw from the list, while a rare word is split into several tokens, the later ones predictable",
             "from the first. Per word (nats per token x tokens per word) the 100k list is the harder one.", "",
-            "| model | ln\\|V\\| | " + " | ".join(SOURCES) + " | tokens per word (words, words100k) |",
+            "| model | ln\\|V\\| | " + " | ".join(SOURCES) + " | tokens per word (words, words100k, glove100k) |",
             "|---|---|" + "---|" * len(SOURCES) + "---|"]
     for name in models:
         r = {row["source"]: row for row in rows if row["model"] == name}
         tpw = tokens_per_word.get(name)
         out.append(f"| {name} | {r[SOURCES[0]]['ln_vocab']:.2f} | "
                    + " | ".join(f"{r[s]['nats_per_token']:.2f} ± {r[s]['stderr']:.2f}" for s in SOURCES)
-                   + (f" | {tpw[0]:.2f}, {tpw[1]:.2f} |" if tpw else " | - |"))
+                   + (" | " + ", ".join(f"{v:.2f}" for v in tpw) + " |" if tpw else " | - |"))
     if skipped:
         out += ["", "Not on this machine, so not in the table: " + "; ".join(skipped) + "."]
     return out
@@ -383,7 +386,7 @@ def main(argv=None):
     p.add_argument("--models", nargs="*", default=None, help="default: every embedded model")
     p.add_argument("--m", nargs="+", type=int, default=[1, 2, 3, 4])
     p.add_argument("--samples", type=int, default=16)
-    p.add_argument("--source", default="natural", choices=["natural", "words", "words100k", "tokens"])
+    p.add_argument("--source", default="natural", choices=["natural", "words", "words100k", "glove100k", "tokens"])
     p.add_argument("--protocol", default="fast", choices=["fast", "paper"])
     p.add_argument("--search", default="bisect", choices=["bisect", "paper", "grid"])
     p.add_argument("--lengths", nargs="+", default=None,

@@ -70,7 +70,8 @@ def curve_rows(curves: dict, **settings) -> list[dict]:
     return rows
 
 
-SOURCE_NAMES = {"natural": "natural text", "words": "random words", "tokens": "random tokens"}
+SOURCE_NAMES = {"natural": "natural text", "words": "random words", "words100k": "random words (SCOWL 100k)",
+                "glove100k": "[A]'s random words (GloVe 100k)", "tokens": "random tokens"}
 
 
 def shipped_curves(model: str):
@@ -139,7 +140,9 @@ class CrammingApp(App):
         self.dtype = W.Dropdown(options=[("auto", "auto"), ("float32", "float32"), ("bfloat16", "bfloat16")],
                                 value="auto", description="dtype", style=_DESC, layout=W.Layout(width=_NARROW))
         self.source = W.Dropdown(options=[("natural text (KJV, held out)", "natural"),
-                                          ("random words", "words"), ("random tokens", "tokens")],
+                                          ("random words", "words"),
+                                          ("[A]'s random words (GloVe 100k)", "glove100k"),
+                                          ("random tokens", "tokens")],
                                  value="natural", description="targets", style=_DESC, layout=W.Layout(width=_WIDE))
         self.ms = W.Text(value="1" if fast else "1, 2", description="m values", style=_DESC, layout=W.Layout(width=_NARROW))
         self.lengths = W.Text(value="auto", description="lengths", style=_DESC,

@@ -41,7 +41,9 @@ BUDGET_SHARE = 0.75
 TARGETS = {"natural": "natural-text targets",
            "tokens": "uniform random token ids (each token costs the full ln|V|; harder than "
                      "[A]'s natural text and random words)",
-           "words": "random-word targets"}
+           "words": "random-word targets (common words)",
+           "words100k": "random-word targets (SCOWL's 100k words)",
+           "glove100k": "random-word targets from [A]'s own list (GloVe's 100k most frequent words)"}
 
 
 def _short(name):

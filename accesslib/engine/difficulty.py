@@ -98,7 +98,7 @@ def target_cost(model, source: str, n: int, B: int, seed: int = 0, *, tokenizer=
                       per_string=[float(v) for v in per])
 
 
-def cost_table(models, sources=("natural", "words", "words100k", "tokens"), n: int = 32, B: int = 64,
+def cost_table(models, sources=("natural", "words", "words100k", "glove100k", "tokens"), n: int = 32, B: int = 64,
                seed: int = 0) -> list[dict]:
     """One row per (model, source): {model, source, n, B, nats_per_token, stderr, bits_per_token,
     ln_vocab}. ``models``: names for :func:`accesslib.models.loading.load_model` or LoadedModels."""

@@ -15,11 +15,15 @@ Sources (docs/paper.md, section 5):
 - ``random_tokens``: token ids uniform over the vocabulary minus excluded (special) ids: the
   hardest case, ln|V| nats per token.
 - ``random_words``: words drawn uniformly from a shipped word list, joined with spaces,
-  tokenized, cut to n tokens: [A]'s "Random" strings. Source ``words100k`` is [A]'s and [K]'s
-  protocol: 115,162 English words (``data/words100k.txt.gz``, SCOWL size 70 from Debian's
-  ``wamerican-large``, rebuilt by ``scripts/make_wordlist.py``; licence in
-  ``data/words100k.LICENSE.txt``), many of them rare: on the embedded models its strings cost
-  more nats per token than common words (docs/cramming-results.md). Source ``words``
+  tokenized, cut to n tokens: [A]'s "Random" strings. Source ``glove100k`` is [A]'s own list,
+  drawn as their code draws it: the 100,000 most frequent entries of GloVe 6B's vocabulary
+  (``data/glove100k.txt.gz``, copied from their repository; public domain, see
+  ``data/glove100k.LICENSE.txt``), punctuation, numbers and names included. Source
+  ``words100k`` is a dictionary list of about that size: 115,162 English words
+  (``data/words100k.txt.gz``, SCOWL size 70 from Debian's ``wamerican-large``, rebuilt by
+  ``scripts/make_wordlist.py``; licence in ``data/words100k.LICENSE.txt``), many of them rare: on
+  the embedded models its strings cost more nats per token than common words
+  (docs/cramming-results.md). Source ``words``
   ("common words") draws from 10,901 common words (``data/words.txt``, SCOWL sizes 10+20;
   licence in ``data/words.LICENSE.txt``), an easier target per token.
 - ``natural_text``: chunks of a public-domain text starting at a line start, cut to n tokens:
@@ -44,19 +48,22 @@ from accesslib.config import data_path
 __all__ = ["SOURCES", "SOURCE_LABELS", "WORD_FILES", "random_tokens", "random_words", "natural_text", "make_targets", "word_list"]
 
 #: Names accepted by :func:`make_targets` (and by ``accessibility_curve(source=...)``).
-SOURCES = ("natural", "words", "words100k", "tokens")
+SOURCES = ("natural", "words", "words100k", "glove100k", "tokens")
 
 #: What each source is, in a reader's words.
 SOURCE_LABELS = {"natural": "natural text", "words": "random common words",
-                 "words100k": "random words from a 100k-word list (the paper's protocol)",
+                 "words100k": "random words from a 100k-word list (SCOWL 70)",
+                 "glove100k": "random words from [A]'s own list (GloVe's 100k most frequent words)",
                  "tokens": "uniform random tokens"}
 
 #: The shipped word list of each random-words source (files in ``accesslib/data``).
-WORD_FILES = {"words": "words.txt", "words100k": "words100k.txt.gz"}
+WORD_FILES = {"words": "words.txt", "words100k": "words100k.txt.gz", "glove100k": "glove100k.txt.gz"}
+#: Word lists with '#' comment lines (glove100k has none: some of its words start with '#').
+_COMMENTED = ("words", "words100k")
 
 _WORDS_PATH = data_path(WORD_FILES["words"])
 # Salts keep the streams of the sources independent for the same seed.
-_SALT = {"tokens": 11, "words": 23, "natural": 37, "words100k": 29}
+_SALT = {"tokens": 11, "words": 23, "natural": 37, "words100k": 29, "glove100k": 31}
 
 
 def _check(n, B, seed):
@@ -132,12 +139,14 @@ def random_tokens(vocab_size: int, n: int, B: int, seed: int = 0, exclude: Itera
 @functools.lru_cache(maxsize=4)
 def word_list(path: str | None = None, *, source: str = "words") -> tuple[str, ...]:
     """The shipped word list of a random-words ``source`` (a key of :data:`WORD_FILES`: "words",
-    the common words, or "words100k", the paper's 100k list), or a file of one word per line
-    (gzip-compressed when it ends in ``.gz``); '#' lines are comments."""
+    the common words, "words100k", a 100k list from SCOWL, or "glove100k", [A]'s own list), or a
+    file of one word per line (gzip-compressed when it ends in ``.gz``); '#' lines are comments
+    (except in the shipped glove100k list, whose words may start with '#')."""
     check_choice("source", source, tuple(WORD_FILES))
     p = Path(path) if path is not None else data_path(WORD_FILES[source])
     raw = gzip.decompress(p.read_bytes()).decode("utf-8") if p.suffix == ".gz" else p.read_text(encoding="utf-8")
-    words = tuple(w.strip() for w in raw.splitlines() if w.strip() and not w.startswith("#"))
+    comments = path is not None or source in _COMMENTED
+    words = tuple(w.strip() for w in raw.splitlines() if w.strip() and not (comments and w.startswith("#")))
     if not words:
         raise ValueError(f"word list {p} is empty")
     return words
@@ -147,8 +156,9 @@ def random_words(tokenizer, n: int, B: int, seed: int = 0, *, words: Sequence[st
                  return_texts: bool = False, source: str = "words"):
     """B strings of random words joined by spaces, tokenized and cut to n tokens ([A]'s "Random").
 
-    ``source`` names the shipped list and the random stream: "words" (common words) or
-    "words100k" (the paper's 100k-word list); ``words`` replaces the list (same stream).
+    ``source`` names the shipped list and the random stream: "words" (common words),
+    "words100k" (a 100k-word list from SCOWL) or "glove100k" ([A]'s list, GloVe's 100k most
+    frequent words); ``words`` replaces the list (same stream).
     Words are drawn uniformly with replacement from the list as a
     stream of blocks, so a longer n extends the same string. The B strings are distinct: a string
     equal to an earlier one is replaced by a fresh draw of words from its sample's stream (a

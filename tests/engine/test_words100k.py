@@ -78,7 +78,7 @@ def test_words100k_refuses_more_strings_than_it_has(lm):
     assert sorted(lm.tokenizer.decode(r) for r in ids.tolist()) == [chr(c) for c in range(97, 123)]
     with pytest.raises(ValueError, match=r"B must be at most .* source 'words100k' can supply"):
         T.random_words(lm.tokenizer, 1, 27, seed=0, source="words100k")
-    with pytest.raises(ValueError, match="source must be one of 'words', 'words100k'; got 'natural'"):
+    with pytest.raises(ValueError, match="source must be one of 'words', 'words100k', 'glove100k'; got 'natural'"):
         T.random_words(lm.tokenizer, 3, 2, source="natural")
 
 
@@ -148,12 +148,12 @@ def test_tokens_per_word_counts_each_drawn_word_with_its_space(lm):
     """On the byte-level embedded model a word of w characters is w + 1 tokens (its space)."""
     import numpy as np
 
-    for source in ("words", "words100k"):
+    for source in ("words", "words100k", "glove100k"):
         words = T.word_list(source=source)
         drawn = [words[j] for j in np.random.default_rng(3).integers(0, len(words), size=500)]
         want = sum(len((" " + w).encode("utf-8")) for w in drawn) / 500
         assert D.tokens_per_word(lm.tokenizer, source, k=500, seed=3) == pytest.approx(want)
     # the rare words are longer: more tokens per word
     assert D.tokens_per_word(lm.tokenizer, "words100k") > D.tokens_per_word(lm.tokenizer, "words") + 1
-    with pytest.raises(ValueError, match="source must be one of 'words', 'words100k'; got 'tokens'"):
+    with pytest.raises(ValueError, match="source must be one of 'words', 'words100k', 'glove100k'; got 'tokens'"):
         D.tokens_per_word(lm.tokenizer, "tokens")
