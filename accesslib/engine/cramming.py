@@ -1006,16 +1006,6 @@ class CramSession:
                           timings=dict(self.timings), oom_retries=self.oom_retries, resumed=self.resumed)
 
 
-def _as_checkpoint(checkpoint):
-    """A results store for ``checkpoint``: a path opens one; None and stores pass through."""
-    import os
-
-    if isinstance(checkpoint, (str, os.PathLike)):
-        from accesslib.results.store import ResultsStore
-        return ResultsStore(checkpoint)
-    return checkpoint
-
-
 def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1e-2,
          betas=(0.9, 0.9), weight_decay=0.01, max_steps=3000, patience=500, schedule=None,
          seed=0, autocast_dtype=None, init_std=None, on_step: Callable | None = None,
@@ -1050,7 +1040,7 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
         checked before every step; an interrupted run returns what finished (interrupted=True).
     verify: confirm teacher-forced successes by greedy generation (default). With verify=False
         success == tf_success and no greedy decoding is run (for speed measurements only).
-    checkpoint: a :class:`accesslib.results.store.ResultsStore` (or a path to one) that keeps the
+    checkpoint: a :class:`accesslib.results.store.ResultsStore` that keeps the
         state of the strings still being crammed every ``checkpoint_every`` seconds and when the
         run stops or fails; the same call again resumes them where they were (same result as an
         uninterrupted run; a state kept for other settings or another model is not used).
@@ -1069,7 +1059,7 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
                           schedule=schedule, seed=seed, autocast_dtype=autocast_dtype, init_std=init_std,
                           on_step=on_step, on_string=on_string, stop=stop, verify=verify, eps=eps,
                           batch_size=batch_size, rows_per_pass=rows_per_pass, profile=profile,
-                          patience_on=patience_on, lean=lean, checkpoint=_as_checkpoint(checkpoint),
+                          patience_on=patience_on, lean=lean, checkpoint=checkpoint,
                           checkpoint_every=checkpoint_every)
     for i, (ids, mi) in enumerate(zip(tl, ms)):    # each target checked here, before anything runs
         key = None if checkpoint is None else "cram:" + hashlib.sha256(

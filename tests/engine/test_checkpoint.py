@@ -52,7 +52,7 @@ def test_an_interrupted_cram_resumes_where_it_stopped(neox, tmp_path, lean):
     assert cut.interrupted and cut.strings == []
     kept = store.inflight()
     assert len(kept) == len(T) and {k["steps"] for k in kept} == {7}   # saved when it stopped
-    again = cram(neox, T, 1, lean=lean, checkpoint=str(tmp_path / "s.sqlite"), **KW)
+    again = cram(neox, T, 1, lean=lean, checkpoint=ResultsStore(tmp_path / "s.sqlite"), **KW)
     assert again.resumed == len(T) and not again.interrupted
     assert [s.resumed_at for s in again.strings] == [7] * len(T)
     same(again, whole)                      # bit for bit: the same memories, steps and losses
