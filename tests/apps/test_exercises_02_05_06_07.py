@@ -172,12 +172,16 @@ def test_02_q4_stop_then_run_loses_nothing_and_counts_nothing_twice(store):
     app._on_string = on_string
     first = store.count()
     assert 1 <= first < 6 and first == len(app.rows)
+    kept = store.inflight()                         # the unfinished ones, at the step they reached
+    assert len(kept) == 6 - first and all(k["steps"] >= 1 for k in kept)
     app.start()
     assert app.wait(timeout=300) and app.last_error is None
     assert store.count() == 6                       # 3 lengths x 2 strings, none twice
     assert len(app.rows) == 6 - first               # the second run crammed only what was missing
     assert sum(app.curves[1]["totals"]) == 6
+    assert store.inflight() == []                   # they went on from there and finished
     says(answers("02-cramming-live.ipynb"), "the second run skips them and continues")
+    says(answers("02-cramming-live.ipynb"), "kept in the store at the step they had reached")
 
 
 def test_02_q5_failed_rows_start_right_then_drift():
