@@ -54,7 +54,7 @@ def test_example_parses_and_splits_one_job_per_length(tmp_path):
 @pytest.mark.parametrize("change, message", [
     (dict(m=[0, 1]), "m must be a non-empty list of whole numbers >= 1; got [0, 1]"),
     (dict(samples=0), "samples must be a whole number >= 1; got 0"),
-    (dict(source="pg19"), "source must be one of 'natural', 'words', 'words100k', 'tokens'; got 'pg19'"),
+    (dict(source="pg19"), "source must be one of 'natural', 'words', 'words100k', 'glove100k', 'tokens'; got 'pg19'"),
     (dict(search={"method": "bisect"}), "lengths and search must be exactly one given: 'lengths' (a fixed "
      "grid of n) or 'search' (an adaptive length search); got {'lengths': [2, 3, 4, 6, 8], "
      "'search': {'method': 'bisect'}}"),

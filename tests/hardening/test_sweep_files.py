@@ -118,7 +118,7 @@ CASES = [
     ("device-cuda-x", OK + "device: 'cuda:x'\n", "device must be one of 'cpu', 'cuda', 'cuda:N', 'auto'; got 'cuda:x'"),
     ("dtype", OK + "dtype: int8\n", "dtype must be one of 'float32', 'bfloat16', 'float16'; got 'int8'"),
     ("store-number", OK + "store: 5\n", "store must be a non-empty text of at most 1,000 characters; got 5"),
-    ("source", OK + "source: pg19\n", "source must be one of 'natural', 'words', 'words100k', 'tokens'; got 'pg19'"),
+    ("source", OK + "source: pg19\n", "source must be one of 'natural', 'words', 'words100k', 'glove100k', 'tokens'; got 'pg19'"),
     ("write", OK + "write: nfs\n", "write must be one of 'auto', 'worker', 'client'; got 'nfs'"),
     ("search-method", BASE + "m: [1]\nsearch: {method: grid}\n",
      "search.method must be one of 'bisect', 'paper' (a fixed grid is 'lengths:'); got 'grid'"),
