@@ -302,13 +302,24 @@ def _add_budget_ladder(a, command):
 
 
 def parse_budgets(items, error):
-    """``500/100 1500/300`` -> [(500, 100), (1500, 300)] (max_steps/patience)."""
+    """``500/100 4500/900:10,16,24`` -> [(500, 100), (4500, 900, [10, 16, 24])] (max_steps/patience,
+    and the lengths of that budget after a colon)."""
+    out = []
     try:
-        out = [tuple(int(x) for x in item.split("/")) for item in items]
+        for item in items:
+            budget, _, lengths = item.partition(":")
+            b = tuple(int(x) for x in budget.split("/"))
+            if len(b) != 2 or min(b) < 1:
+                raise ValueError
+            n = [int(x) for x in lengths.split(",")] if lengths else None
+            if n is not None and min(n) < 1:
+                raise ValueError
+            out.append(b if n is None else (*b, n))
     except ValueError:
         out = []
-    if not out or any(len(b) != 2 or min(b) < 1 for b in out):
-        error(f"--ladder: expected STEPS/PATIENCE pairs of whole numbers >= 1, e.g. 1500/300; got {' '.join(items)}")
+    if not out:
+        error(f"--ladder: expected STEPS/PATIENCE pairs of whole numbers >= 1, e.g. 1500/300 (or "
+              f"1500/300:10,16,24 with lengths of its own); got {' '.join(items)}")
     return out
 
 
@@ -445,7 +456,8 @@ def main(argv=None):
     p.add_argument("--add-budget-ladder", nargs="+", default=None, metavar="MODEL",
                    help="add a budget ladder (n50 at --ladder-m by step budget) to these existing bundles")
     p.add_argument("--ladder", nargs="+", default=None, metavar="STEPS/PATIENCE",
-                   help="--add-budget-ladder: the budgets besides the bundle's own, e.g. 500/100 1500/300")
+                   help="--add-budget-ladder: the budgets besides the bundle's own, e.g. 500/100 1500/300 "
+                        "(4500/900:10,16,24: that budget at lengths of its own)")
     p.add_argument("--ladder-m", type=int, default=1, help="--add-budget-ladder: the m (default 1)")
     p.add_argument("--ladder-lengths", nargs="+", type=int, default=None, metavar="N",
                    help="--add-budget-ladder of a grid bundle: the lengths of the larger budgets "

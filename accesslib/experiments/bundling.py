@@ -296,7 +296,9 @@ def budget_ladder(lm, bundle: dict, budgets, m: int = 1, *, lengths=None, store=
     budget move n50?), the ladder shows the whole way: at which budget n50 stops moving.
 
     ``lengths``: the lengths of the larger budgets (grid bundles only; default the bundle's at m),
-    e.g. where a longer budget moves the 50% point past the bundle's grid. Strings already in
+    e.g. where a longer budget moves the 50% point past the bundle's grid; a budget given as
+    (max_steps, patience, lengths) has lengths of its own (the same strings at the lengths both
+    measure, more where it needs them). Strings already in
     ``store`` (same protocol and target) are read back, not crammed again. Returns::
 
         {m, rungs: [{max_steps, patience, lengths, successes, totals, n50, stderr, shipped,
@@ -316,11 +318,16 @@ def budget_ladder(lm, bundle: dict, budgets, m: int = 1, *, lengths=None, store=
         raise ValueError(f"m must be among the bundle's measured m {sorted(own)}; got {m}")
     settings = _base_settings(bundle["settings"], from_json=True)
     steps0 = int(settings["max_steps"])
-    pairs = []
+    pairs, own_lengths = [], {}
     for b in budgets:
-        if not isinstance(b, (list, tuple)) or len(b) != 2:
-            raise ValueError(f"budgets must be (max_steps, patience) pairs; got {b!r}")
+        if not isinstance(b, (list, tuple)) or len(b) not in (2, 3):
+            raise ValueError(f"budgets must be (max_steps, patience) pairs or (max_steps, patience, lengths); got {b!r}")
         pairs.append((check_int("max_steps", b[0], 1), check_int("patience", b[1], 1)))
+        if len(b) == 3:
+            if bundle["search"] != "grid":
+                raise ValueError(f"lengths can be given for a grid search only; this bundle's search is "
+                                 f"{bundle['search']!r}")
+            own_lengths[pairs[-1][0]] = [check_int("lengths", n, 1) for n in b[2]]
     if not pairs:
         raise ValueError("budgets must give at least one (max_steps, patience) pair; got none")
     same = [s for s, _ in pairs if s == steps0]
@@ -345,13 +352,14 @@ def budget_ladder(lm, bundle: dict, budgets, m: int = 1, *, lengths=None, store=
     name, samples = bundle["model"], int(bundle["samples"])
     t0 = time.perf_counter()
     for steps, patience in sorted(pairs):
+        at = own_lengths.get(steps, lengths)
         bar = None
         if progress:
             from tqdm.auto import tqdm
             bar = tqdm(desc=f"{name} m={m} {steps} steps", unit="str")
         tick, on_step = bar_hooks(bar, on_string)
         try:
-            (c,) = accessibility_curves(lm, [m], {m: lengths} if lengths else None, samples=samples,
+            (c,) = accessibility_curves(lm, [m], {m: at} if at else None, samples=samples,
                                         source=bundle["source"], seed=int(bundle.get("seed", 0)), store=store,
                                         search=search, protocol=dict(settings, max_steps=steps, patience=patience),
                                         model_name=name, on_string=tick, on_step=on_step, batch_size=batch_size)

@@ -223,8 +223,16 @@ def test_a_budget_ladder_shows_where_n50_settles(short_budget, tmp_path):
     assert bundles.budget_status(dict(alone, budget_ladder=lad))[0] == "budget-limited"
     with pytest.raises(ValueError, match=r"budgets must have distinct max_steps other than the bundle's 45; got \[45\]"):
         bundling.budget_ladder(embedded.DEFAULT, saved, [(45, 10)])
-    with pytest.raises(ValueError, match=r"budgets must be \(max_steps, patience\) pairs; got 90"):
+    with pytest.raises(ValueError, match=r"budgets must be \(max_steps, patience\) pairs or \(max_steps, "
+                                         r"patience, lengths\); got 90"):
         bundling.budget_ladder(embedded.DEFAULT, saved, [90])
+    # a budget with lengths of its own: the 450-step strings at two of the grid's lengths
+    own = bundling.budget_ladder(embedded.DEFAULT, saved, [(450, 450, [2, 6])], store=store)
+    r = own["rungs"][1]
+    assert r["lengths"] == [2, 6] and r["strings_crammed"] == 0 and r["strings_from_store"] == 16
+    assert r["successes"] == [chk["successes_3x"][LENGTHS.index(n)] for n in (2, 6)]
+    with pytest.raises(ValueError, match="lengths can be given for a grid search only"):
+        bundling.budget_ladder(embedded.DEFAULT, dict(saved, search="bisect"), [(90, 90, [3])])
     with pytest.raises(ValueError, match=r"m must be among the bundle's measured m \[1\]; got 2"):
         bundling.budget_ladder(embedded.DEFAULT, saved, [(90, 90)], 2)
 
@@ -278,11 +286,14 @@ def test_make_bundles_add_budget_ladder(tmp_path):
     mb = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mb)
     table = "\n".join(mb.budget_table([embedded.DEFAULT], tmp_path))
+    assert mb.parse_budgets(["500/100", "4500/900:10,16,24"], None) == [(500, 100), (4500, 900, [10, 16, 24])]
     assert "### Budget ladders: n50 by step budget" in table
     assert f"| {embedded.DEFAULT} | 1 | 120, 60 | " in table and " (shipped) | " in table
     for args, msg in ((["--add-budget-ladder", embedded.DEFAULT], "--add-budget-ladder needs --ladder"),
                       (["--add-budget-ladder", embedded.DEFAULT, "--ladder", "120"],
-                       "--ladder: expected STEPS/PATIENCE pairs of whole numbers >= 1, e.g. 1500/300; got 120")):
+                       "--ladder: expected STEPS/PATIENCE pairs of whole numbers >= 1, e.g. 1500/300 (or "
+                       "1500/300:10,16,24 with lengths of its own); got 120"),
+                      (["--add-budget-ladder", embedded.DEFAULT, "--ladder", "120/60:4,x"], "got 120/60:4,x")):
         bad = subprocess.run([sys.executable, SCRIPT, *args, "--out", str(tmp_path)], capture_output=True, text=True,
                              timeout=300)
         assert bad.returncode == 2 and msg in bad.stderr
