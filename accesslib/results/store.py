@@ -537,16 +537,8 @@ class ResultsStore:
         state = _inspect(self.path, self.timeout)
         _check_writable(self.path)
         with self._connection() as conn:
-            for attempt in range(50):  # several processes may create the same file at once
-                try:
-                    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-                    break
-                except sqlite3.OperationalError as e:
-                    if not _sqlite_cause(e).startswith("locked"):
-                        raise
-                    time.sleep(0.05 * (attempt + 1))
-            else:
-                raise StoreError(self.path, "locked by another process (could not switch on WAL mode)")
+            # several processes may create the same file at once
+            mode = self._retry_locked(conn, "PRAGMA journal_mode = WAL", "switch on WAL mode").fetchone()[0]
             self.journal_mode = mode
             if state == "new":
                 self._create_tables(conn)
@@ -556,14 +548,19 @@ class ResultsStore:
                                             f"this accesslib reads version {SCHEMA_VERSION})")
             # strings still being crammed (added after schema 1 shipped: older files gain it here;
             # a reader that does not know it ignores it)
-            for attempt in range(50):
-                try:
-                    conn.execute(INFLIGHT_TABLE)
-                    break
-                except sqlite3.OperationalError as e:
-                    if not _sqlite_cause(e).startswith("locked"):
-                        raise
-                    time.sleep(0.05 * (attempt + 1))
+            self._retry_locked(conn, INFLIGHT_TABLE, "create the inflight table")
+
+    def _retry_locked(self, conn, sql: str, what: str, attempts: int = 50):
+        """Run one schema statement, waiting (up to ~1 minute) while another process holds the
+        file locked; a :class:`StoreError` saying what could not be done if it stays locked."""
+        for attempt in range(attempts):
+            try:
+                return conn.execute(sql)
+            except sqlite3.OperationalError as e:
+                if not _sqlite_cause(e).startswith("locked"):
+                    raise
+                time.sleep(0.05 * (attempt + 1))
+        raise StoreError(self.path, f"locked by another process (could not {what})")
 
     @staticmethod
     def _create_tables(conn):

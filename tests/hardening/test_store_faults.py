@@ -393,3 +393,44 @@ def test_cached_runs_see_rows_of_other_store_objects_and_a_replaced_file(tmp_pat
     gc.collect()
     os.replace(other, path)                               # fewer rows: the cache starts again
     assert b.runs(cached=True) == b.runs() and b.runs()[0]["strings"] == 1
+
+
+# --- schema statements wait while another process holds the file -----------------------------
+class _LockedConn:
+    """A connection whose first ``fails`` statements find the file locked."""
+
+    def __init__(self, fails):
+        self.fails, self.calls = fails, 0
+
+    def execute(self, sql):
+        self.calls += 1
+        if self.calls <= self.fails:
+            raise sqlite3.OperationalError("database is locked")
+        return sql
+
+
+def test_a_schema_statement_waits_out_a_passing_lock(tmp_path, monkeypatch):
+    st = ResultsStore(tmp_path / "x.sqlite")
+    monkeypatch.setattr("accesslib.results.store.time.sleep", lambda s: None)
+    conn = _LockedConn(fails=3)
+    assert st._retry_locked(conn, "PRAGMA x", "do x") == "PRAGMA x" and conn.calls == 4
+
+
+def test_a_lock_that_never_clears_names_what_could_not_be_done(tmp_path, monkeypatch):
+    st = ResultsStore(tmp_path / "x.sqlite")
+    waits = []
+    monkeypatch.setattr("accesslib.results.store.time.sleep", waits.append)
+    with pytest.raises(StoreError, match=r"locked by another process \(could not create the inflight"):
+        st._retry_locked(_LockedConn(fails=10**6), "CREATE ...", "create the inflight table")
+    assert len(waits) == 50 and sum(waits) == pytest.approx(63.75)  # about a minute in all
+
+
+def test_a_schema_error_other_than_a_lock_is_not_retried(tmp_path):
+    st = ResultsStore(tmp_path / "x.sqlite")
+
+    class Broken:
+        def execute(self, sql):
+            raise sqlite3.OperationalError("no such table: meta")
+
+    with pytest.raises(sqlite3.OperationalError, match="no such table"):
+        st._retry_locked(Broken(), "SELECT", "read")
