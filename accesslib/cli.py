@@ -43,6 +43,10 @@ import sys
 
 from accesslib._checks import arg_type, check_float, check_int, check_seed, fail
 
+# accesslib.engine.targets.SOURCES, written out so that the parser needs no torch import (a test
+# keeps the two the same)
+TARGET_SOURCES = ("natural", "words", "words100k", "glove100k", "tokens")
+
 #: argparse types: whole numbers >= 1 / >= 0, numbers > 0
 _POSITIVE_INT = arg_type(check_int, 1)
 _COUNT = arg_type(check_int, 0)
@@ -62,9 +66,10 @@ def _add_cram(p: argparse.ArgumentParser):
     p.add_argument("--m", type=_POSITIVE_INT, nargs="+", default=[1, 2, 3, 4], metavar="M",
                    help="numbers of memory vectors (default 1 2 3 4)")
     p.add_argument("--samples", type=_POSITIVE_INT, default=16, help="strings per length (default 16)")
-    p.add_argument("--source", choices=("natural", "words", "words100k", "glove100k", "tokens"), default="natural",
-                   help="target strings: natural text, random common words, random words from a 100k-word "
-                        "list (the paper's protocol), uniform random tokens")
+    p.add_argument("--source", choices=TARGET_SOURCES, default="natural",
+                   help="target strings: natural text, random common words, random words from SCOWL's "
+                        "100k-word list, from [A]'s own GloVe 100k list (the paper's protocol), uniform "
+                        "random tokens")
     p.add_argument("--lengths", type=_POSITIVE_INT, nargs="+", metavar="N",
                    help="measure exactly these lengths (search=grid); default: adaptive search")
     p.add_argument("--search", choices=("bisect", "paper", "grid"),
@@ -500,7 +505,7 @@ def version() -> str:
 def _add_store_filters(p: argparse.ArgumentParser):
     p.add_argument("--model", nargs="+", metavar="M", help="only these models")
     p.add_argument("--m", type=_POSITIVE_INT, nargs="+", metavar="M", help="only these numbers of vectors")
-    p.add_argument("--source", nargs="+", metavar="S", help="only these target sources (natural, words, tokens)")
+    p.add_argument("--source", nargs="+", metavar="S", help=f"only these target sources ({', '.join(TARGET_SOURCES)})")
     p.add_argument("--store", help="results store file (default: the one accesslib cram writes to)")
 
 

@@ -305,3 +305,13 @@ def test_store_summary_reads_the_default_store_after_moving_it(tmp_path, capsys,
     new = tmp_path / platformdirs.user_data_dir("accesslib", appauthor=False) / "results.sqlite"
     assert cap.out.startswith(f"store {new}: 80 strings in 4 curves")
     assert "moved the results store (80 strings)" in cap.err and len(cap.err.strip().splitlines()) == 1
+
+
+def test_the_parser_offers_every_target_source_the_engine_draws(capsys):
+    from accesslib import cli
+    from accesslib.engine import targets
+    assert cli.TARGET_SOURCES == targets.SOURCES
+    with pytest.raises(SystemExit):
+        main(["store", "summary", "--help"])
+    out = capsys.readouterr().out
+    assert "(natural, words, words100k, glove100k, tokens)" in " ".join(out.split())
