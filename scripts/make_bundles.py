@@ -180,18 +180,17 @@ def budget_table(names, directory=None) -> list[str]:
                 "The same curve (same strings) measured at several step budgets (`scripts/make_bundles.py",
                 "--add-budget-ladder MODEL --ladder STEPS/PATIENCE ...`): where does n50 stop moving? Each budget",
                 "is compared with the first one that has at least 3 times its steps (*moved*: by more than the",
-                "combined standard error; the shift in those units).", "",
+                "combined standard error; the shift in those units). Where every string crammed at a budget's",
+                "longest length, its n50 is only known to lie beyond it (> n): moved *at least* so far.", "",
                 "| model | m | steps, patience | lengths | crammed / strings per length | n50 | against | moved (stderr) |",
                 "|---|---|---|---|---|---|---|---|"]
         for name, lad in ladders:
             for r in lad["rungs"]:
                 counts = ", ".join(f"{s}/{t}" for s, t in zip(r["successes"], r["totals"]))
                 against = "-" if r.get("compared_with") is None else f"{r['compared_with']:,} steps"
-                moved = "-" if r.get("moved") is None else \
-                    f"{'yes' if r['moved'] else 'no'} ({fmt(r.get('shift'), '+.1f')})"
                 out.append(f"| {name} | {lad['m']} | {r['max_steps']:,}, {r['patience']:,}"
                            f"{' (shipped)' if r.get('shipped') else ''} | {', '.join(map(str, r['lengths']))} | "
-                           f"{counts} | {fmt(r.get('n50'))} ± {fmt(r.get('stderr'))} | {against} | {moved} |")
+                           f"{counts} | {bundles.rung_n50_text(r)} | {against} | {bundles.rung_shift_text(r)} |")
             out += ["", f"{name}: {bundles.ladder_text({'budget_ladder': lad})}"]
     return out
 

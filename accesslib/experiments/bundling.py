@@ -123,6 +123,54 @@ def usable_n50(n50, se, k, status, lengths):
     return float(n50), float(se)
 
 
+def n50_bounds(successes, totals, lengths) -> dict:
+    """A one-sided n50 where a fit cannot locate it: every string crammed at the longest length
+    measured gives {"n50_above": that length} (the 50% point lies beyond the grid), none crammed
+    at the shortest gives {"n50_below": that length}; else {}. For a rung whose fit says nothing
+    (:func:`usable_n50` gave None) but whose counts still say where n50 is not."""
+    if not lengths or not totals:
+        return {}
+    pts = sorted(zip(lengths, successes, totals))
+    (lo, s_lo, t_lo), (hi, s_hi, t_hi) = pts[0], pts[-1]
+    if t_hi and s_hi == t_hi:
+        return dict(n50_above=int(hi))
+    if t_lo and s_lo == 0:
+        return dict(n50_below=int(lo))
+    return {}
+
+
+def _n50_interval(r: dict):
+    """(low, high) of a rung's n50: n50 -+ stderr, or the open side of a one-sided bound; None
+    when the rung says nothing."""
+    if r.get("n50") is not None and r.get("stderr") is not None:
+        return r["n50"] - r["stderr"], r["n50"] + r["stderr"]
+    if r.get("n50_above") is not None:
+        return float(r["n50_above"]), math.inf
+    if r.get("n50_below") is not None:
+        return -math.inf, float(r["n50_below"])
+    return None
+
+
+def rungs_moved(a: dict, b: dict):
+    """(moved, shift, shift_is_bound) between two rungs: :func:`n50_moved` where both have a
+    fitted n50; where one (or both) has only a one-sided bound (:func:`n50_bounds`), moved is True
+    when the two can no longer meet (the bound lies beyond the other's n50 by more than its stderr;
+    shift: the least shift in that stderr), else None (cannot tell)."""
+    if a.get("n50") is not None and b.get("n50") is not None:
+        return (*n50_moved(a["n50"], a.get("stderr"), b["n50"], b.get("stderr")), False)
+    ia, ib = _n50_interval(a), _n50_interval(b)
+    if ia is None or ib is None or not (ib[0] > ia[1] or ib[1] < ia[0]):
+        return None, None, False       # nothing to compare, or the two can still meet
+    up = ib[0] > ia[1]                 # b certainly above a (else certainly below)
+    if a.get("n50") is not None:       # a a point, b a bound: b - a is at least this far
+        edge = ib[0] if up else ib[1]
+        return True, ((edge - a["n50"]) / a["stderr"] if a["stderr"] else None), True
+    if b.get("n50") is not None:       # a a bound, b a point
+        edge = ia[1] if up else ia[0]
+        return True, ((b["n50"] - edge) / b["stderr"] if b["stderr"] else None), True
+    return True, None, False           # two bounds that cannot meet: moved, by an unknown amount
+
+
 def n50_moved(n50, se, n50_x, se_x):
     """|n50_x - n50| > sqrt(se^2 + se_x^2), or None when a fit gave no n50 or no stderr."""
     if None in (n50, se, n50_x, se_x):
@@ -270,18 +318,21 @@ def ladder_verdict(rungs: list[dict]) -> dict:
 
     Each rung is compared with the first later rung that has at least :data:`LADDER_FACTOR` times
     its steps (``compared_with``: that rung's max_steps; ``moved``: |difference| > combined
-    stderr, None when either n50 is missing; ``shift`` in combined stderrs). ``converged_at``:
-    the smallest budget whose n50 did not move; ``still_moving``: no rung was shown converged
-    and the largest comparison moved."""
+    stderr, None when either n50 is missing; ``shift`` in combined stderrs). A rung without a
+    fitted n50 may carry a one-sided bound (``n50_above`` / ``n50_below``, :func:`n50_bounds`):
+    it counts as moved when the other rung's n50 lies beyond it by more than that n50's stderr
+    (``shift``: at least that many, ``shift_is_bound`` True; see :func:`rungs_moved`), and as
+    unknown otherwise. ``converged_at``: the smallest budget whose n50 did not move;
+    ``still_moving``: no rung was shown converged and the largest comparison moved."""
     out = []
     for i, r in enumerate(rungs):
         j = next((j for j in range(i + 1, len(rungs))
                   if rungs[j]["max_steps"] >= LADDER_FACTOR * r["max_steps"]), None)
         if j is None:
-            out.append(dict(compared_with=None, moved=None, shift=None))
+            out.append(dict(compared_with=None, moved=None, shift=None, shift_is_bound=False))
             continue
-        moved, shift = n50_moved(r.get("n50"), r.get("stderr"), rungs[j].get("n50"), rungs[j].get("stderr"))
-        out.append(dict(compared_with=rungs[j]["max_steps"], moved=moved, shift=shift))
+        moved, shift, is_bound = rungs_moved(r, rungs[j])
+        out.append(dict(compared_with=rungs[j]["max_steps"], moved=moved, shift=shift, shift_is_bound=is_bound))
     settled = [r["max_steps"] for r, v in zip(rungs, out) if v["moved"] is False]
     compared = [v for v in out if v["compared_with"] is not None]
     return dict(comparisons=out, converged_at=min(settled) if settled else None,
@@ -307,7 +358,9 @@ def budget_ladder(lm, bundle: dict, budgets, m: int = 1, *, lengths=None, store=
 
     sorted by max_steps; the bundle's own rung has ``shipped`` True. ``converged_at`` and
     ``still_moving``: :func:`ladder_verdict`. An n50 counts only where its fit locates a falling
-    curve's midpoint among the lengths measured (else None)."""
+    curve's midpoint among the lengths measured (else None); a rung without one whose strings all
+    crammed at its longest length (or none at its shortest) has ``n50_above`` (``n50_below``) that
+    length instead (:func:`n50_bounds`), e.g. a larger budget that moved n50 past the grid."""
     from accesslib._checks import check_int
     from accesslib.experiments.curves import accessibility_curves
     from accesslib.theory.stats import fit_n50
@@ -345,7 +398,8 @@ def budget_ladder(lm, bundle: dict, budgets, m: int = 1, *, lengths=None, store=
     n50, se = usable_n50(c0["n50"], c0["n50_stderr"], c0.get("k"), c0.get("fit_status"), c0["lengths"])
     rungs = [dict(max_steps=steps0, patience=int(settings["patience"]), lengths=list(c0["lengths"]),
                   successes=list(c0["successes"]), totals=list(c0["totals"]), n50=n50, stderr=se,
-                  shipped=True, strings_crammed=None, strings_from_store=None)]
+                  shipped=True, strings_crammed=None, strings_from_store=None,
+                  **({} if n50 is not None else n50_bounds(c0["successes"], c0["totals"], c0["lengths"])))]
     if isinstance(lm, str):
         from accesslib.models.loading import load_model
         lm = load_model(lm)
@@ -371,7 +425,8 @@ def budget_ladder(lm, bundle: dict, budgets, m: int = 1, *, lengths=None, store=
                               fit.status, c.lengths)
         rungs.append(dict(max_steps=steps, patience=patience, lengths=list(c.lengths), successes=list(c.successes),
                           totals=list(c.totals), n50=n50_x, stderr=se_x, shipped=False,
-                          strings_crammed=c.strings_crammed, strings_from_store=c.strings_from_store))
+                          strings_crammed=c.strings_crammed, strings_from_store=c.strings_from_store,
+                          **({} if n50_x is not None else n50_bounds(c.successes, c.totals, c.lengths))))
         if c.interrupted:
             raise RuntimeError(f"the {steps}-step curve was interrupted; its strings are in the store, run again")
     rungs.sort(key=lambda r: r["max_steps"])

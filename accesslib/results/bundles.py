@@ -181,6 +181,27 @@ def budget_status(bundle: dict) -> tuple[str, str]:
     return _budget_status(rows)
 
 
+def rung_n50_text(rung: dict) -> str:
+    """A ladder rung's n50: "16.8 ± 1.6", or its one-sided bound where no fit located it ("> 20
+    (all crammed at 20)", "< 10 (none crammed at 10)"), else "- ± -"."""
+    if rung.get("n50") is None and rung.get("n50_above") is not None:
+        return f"> {rung['n50_above']} (all crammed at {rung['n50_above']})"
+    if rung.get("n50") is None and rung.get("n50_below") is not None:
+        return f"< {rung['n50_below']} (none crammed at {rung['n50_below']})"
+    return f"{_fmt(rung.get('n50'))} ± {_fmt(rung.get('stderr'))}"
+
+
+def rung_shift_text(rung: dict) -> str:
+    """A ladder rung's comparison: "yes (+3.3)", "no (+0.1)", "yes (at least +2.0)" against a
+    one-sided bound, "yes" where two bounds cannot meet, "-" without a comparison."""
+    if rung.get("moved") is None:
+        return "-"
+    word = "yes" if rung["moved"] else "no"
+    if rung.get("shift") is None:
+        return word
+    return f"{word} ({'at least ' if rung.get('shift_is_bound') else ''}{rung['shift']:+.1f})"
+
+
 def ladder_text(bundle: dict) -> str:
     """A bundle's budget ladder (:func:`accesslib.experiments.bundling.budget_ladder`) in a
     sentence: n50 at its m by step budget and where it stops moving; "" without a ladder."""
@@ -188,7 +209,7 @@ def ladder_text(bundle: dict) -> str:
     if not lad or not lad.get("rungs"):
         return ""
     rungs = lad["rungs"]
-    steps = ", ".join(f"{r['max_steps']:,} steps {_fmt(r.get('n50'))} ± {_fmt(r.get('stderr'))}"
+    steps = ", ".join(f"{r['max_steps']:,} steps {rung_n50_text(r)}"
                       + (" (shipped)" if r.get("shipped") else "") for r in rungs)
     text = f"n50 at m = {lad['m']} by step budget: {steps}."
     if lad.get("converged_at") is not None:

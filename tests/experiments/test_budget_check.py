@@ -327,3 +327,66 @@ def test_bar_hooks_show_steps_between_strings():
     step(SimpleNamespace(step=2, active=[0]))
     assert quiet.postfix == [dict(step=1, active=1)]      # at most once per `every` seconds
     assert bundling.bar_hooks(None, seen.append) == (seen.append, None)
+
+
+def test_a_rung_past_the_grid_is_a_one_sided_n50():
+    """All crammed at the longest length: n50 lies beyond it, and a budget that got there moved
+    n50 when the smaller budget's n50 + stderr falls short of that length."""
+    assert bundling.n50_bounds([6, 6, 6, 6], [6, 6, 6, 6], [10, 13, 16, 20]) == {"n50_above": 20}
+    assert bundling.n50_bounds([0, 0], [6, 6], [30, 24]) == {"n50_below": 24}
+    assert bundling.n50_bounds([6, 3, 1], [6, 6, 6], [10, 16, 20]) == {}
+    assert bundling.n50_bounds([], [], []) == {}
+
+    def rung(steps, n50=None, se=None, **bound):
+        return dict(max_steps=steps, patience=steps // 5, n50=n50, stderr=se, **bound)
+
+    # the SmolLM2 case: 16.8 +- 1.6 at 1500, every string crammed through n = 20 at 4500
+    v = bundling.ladder_verdict([rung(500, 10.9, 0.8), rung(1500, 16.8, 1.6), rung(4500, n50_above=20)])
+    c = v["comparisons"]
+    assert [x["moved"] for x in c] == [True, True, None]
+    assert c[1]["shift"] == pytest.approx((20 - 16.8) / 1.6) and c[1]["shift_is_bound"] is True
+    assert c[0]["shift_is_bound"] is False and v["still_moving"] is True and v["converged_at"] is None
+    # a bound the point still reaches: cannot tell
+    assert bundling.rungs_moved(rung(1500, 19.0, 1.6), rung(4500, n50_above=20)) == (None, None, False)
+    # the smaller budget's bound against a larger budget's point below it (n50 fell): moved
+    moved, shift, is_bound = bundling.rungs_moved(rung(300, n50_above=20), rung(900, 15.0, 1.0))
+    assert moved is True and shift == pytest.approx(-5.0) and is_bound
+    # two bounds that cannot meet; two that can
+    assert bundling.rungs_moved(rung(300, n50_below=8), rung(900, n50_above=10)) == (True, None, False)
+    assert bundling.rungs_moved(rung(300, n50_above=8), rung(900, n50_above=10)) == (None, None, False)
+    # words: the bound in the sentence and the table cell
+    rungs = [rung(500, 10.9, 0.8), rung(1500, 16.8, 1.6), rung(4500, n50_above=20)]
+    for r, x in zip(rungs, v["comparisons"]):
+        r.update(x)
+    text = bundles.ladder_text(dict(budget_ladder=dict(m=1, rungs=rungs, **{k: v[k] for k in
+                                                                             ("converged_at", "still_moving")})))
+    assert text == ("n50 at m = 1 by step budget: 500 steps 10.9 ± 0.8, 1,500 steps 16.8 ± 1.6, 4,500 steps "
+                    "> 20 (all crammed at 20). Still moving from 1,500 to 4,500 steps: no budget measured "
+                    "here settles it yet.")
+    assert [bundles.rung_shift_text(r) for r in rungs] == ["yes (+3.3)", "yes (at least +2.0)", "-"]
+
+
+def test_the_results_table_shows_a_rung_past_the_grid(tmp_path):
+    """scripts/make_bundles.py's ladder table writes a one-sided n50 and an at-least shift."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "scripts" / "make_bundles.py"
+    spec = importlib.util.spec_from_file_location("make_bundles", path)
+    mb = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mb)
+    b = bundles.load("cram", "smollm2-135m")
+    rungs = [dict(max_steps=1500, patience=300, lengths=[10, 20], successes=[5, 2], totals=[6, 6], n50=16.8,
+                  stderr=1.6, shipped=True),
+             dict(max_steps=4500, patience=900, lengths=[10, 20], successes=[6, 6], totals=[6, 6], n50=None,
+                  stderr=None, shipped=False, n50_above=20)]
+    v = bundling.ladder_verdict(rungs)
+    for r, c in zip(rungs, v.pop("comparisons")):
+        r.update(c)
+    b["budget_ladder"] = dict(m=1, rungs=rungs, **v)
+    bundles.save(b, tmp_path)
+    text = "\n".join(mb.budget_table(["smollm2-135m"], tmp_path))
+    assert ("| smollm2-135m | 1 | 1,500, 300 (shipped) | 10, 20 | 5/6, 2/6 | 16.8 ± 1.6 | 4,500 steps | "
+            "yes (at least +2.0) |") in text
+    assert "| smollm2-135m | 1 | 4,500, 900 | 10, 20 | 6/6, 6/6 | > 20 (all crammed at 20) | - | - |" in text
+    assert "4,500 steps > 20 (all crammed at 20). Still moving from 1,500 to 4,500 steps" in text
