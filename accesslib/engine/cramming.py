@@ -55,7 +55,14 @@ from accesslib._checks import (
     fail,
     fail_short,
 )
-from accesslib.engine.decoding import as_autocast_dtype, autocast, forward_options, greedy, token_ids
+from accesslib.engine.decoding import (
+    as_autocast_dtype,
+    autocast,
+    contiguous_head,
+    forward_options,
+    greedy,
+    token_ids,
+)
 from accesslib.engine.lean import lean_forward, lean_greedy
 from accesslib.models import facts
 from accesslib.models.loading import hf_model
@@ -244,13 +251,6 @@ def _stopped(stop) -> bool:
     if hasattr(stop, "is_set"):
         return bool(stop.is_set())
     return bool(stop())
-
-
-def _logits(model, x, keep: int, opts) -> torch.Tensor:
-    kw = {"inputs_embeds": x, "use_cache": False}
-    if opts["logits_to_keep"]:
-        kw["logits_to_keep"] = keep
-    return model(**kw).logits[:, -keep:]
 
 
 def default_prefix(model) -> list:
@@ -684,7 +684,7 @@ class CramSession:
                 kw = {"inputs_embeds": x, "use_cache": False}
                 if self.opts["logits_to_keep"]:
                     kw["logits_to_keep"] = Kp
-                with autocast(self.dev, self.ac_dtype):
+                with autocast(self.dev, self.ac_dtype), contiguous_head(self.model):
                     logits = self.model(**kw).logits[:, -Kp:]
             labels = st["labels"][sel][:, :Kp]
             lf = logits.float()

@@ -103,7 +103,8 @@ def lean_forward(model) -> Callable | None:
                 x = F.linear(act(F.linear(ln(ln2, o), up.weight, up.bias)), down.weight, down.bias) + o
         # norm every position, then slice (as transformers does: the head's matmul then sees the
         # same strided input, so the same kernel and the same bits)
-        return F.linear(ln(fin, x)[:, -keep:], head.weight)
+        # contiguous: a strided slice would run as a slower batched product (decoding.contiguous_head)
+        return F.linear(ln(fin, x)[:, -keep:].contiguous(), head.weight)
 
     return forward
 

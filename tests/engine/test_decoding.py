@@ -211,3 +211,37 @@ def test_argument_checks():
         greedy(lm, memories(2, 1), 2, batch=0)
     with pytest.raises(ValueError, match=r"prefix_ids must be None or a list of token ids \(whole numbers >= 0\); got 3"):
         greedy(lm, memories(2, 1), 2, prefix_ids=3)
+
+
+def test_contiguous_head_hands_the_head_a_contiguous_input_and_leaves_nothing():
+    """decoding.contiguous_head: the output layer sees a contiguous input while it is on (the
+    strided slice of logits_to_keep takes a slower CPU path), the logits agree with the plain
+    forward, and the hook is gone afterwards, also after an error."""
+    from accesslib.engine.decoding import contiguous_head
+
+    model = hf_model(tiny_model("llama", d=32, vocab_size=61, layers=2, seed=0))
+    head = model.get_output_embeddings()
+    seen = []
+    probe = head.register_forward_pre_hook(lambda mod, args: seen.append(args[0].is_contiguous()))
+    x = torch.randn(3, 9, 32, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        plain = model(inputs_embeds=x, use_cache=False, logits_to_keep=4).logits
+        with contiguous_head(model):
+            hooked = model(inputs_embeds=x, use_cache=False, logits_to_keep=4).logits
+    probe.remove()
+    assert seen == [False, False]          # registered first, the probe sees the model's strided slice
+    assert torch.allclose(plain, hooked, atol=1e-6, rtol=0)
+    with contiguous_head(model):           # a probe registered after the hook sees its copy
+        after = []
+        p2 = head.register_forward_pre_hook(lambda mod, args: after.append(args[0].is_contiguous()))
+        with torch.no_grad():
+            model(inputs_embeds=x, use_cache=False, logits_to_keep=4)
+        p2.remove()
+    assert after == [True]
+    assert len(head._forward_pre_hooks) == 0
+    with pytest.raises(RuntimeError, match="boom"):
+        with contiguous_head(model):
+            raise RuntimeError("boom")
+    assert len(head._forward_pre_hooks) == 0
+    with contiguous_head(object()):     # no output layer: nothing to do
+        pass

@@ -5,12 +5,16 @@ import torch
 import torch.nn.functional as F
 
 from accesslib.engine.cramming import cram
+from accesslib.engine.decoding import contiguous_head
 from accesslib.engine.lean import lean_forward
 from accesslib.models.loading import hf_model, load_model, tiny_model
 
 
 def _hf(model, x, keep):
-    return model(inputs_embeds=x, use_cache=False, logits_to_keep=keep).logits
+    """The transformers forward as the engine runs it: the head's input made contiguous (a strided
+    input takes another matmul path, whose results may differ in the last bit)."""
+    with contiguous_head(model):
+        return model(inputs_embeds=x, use_cache=False, logits_to_keep=keep).logits
 
 
 def _neox(**kw):
