@@ -101,9 +101,9 @@ def lean_forward(model) -> Callable | None:
             else:
                 o = o + x
                 x = F.linear(act(F.linear(ln(ln2, o), up.weight, up.bias)), down.weight, down.bias) + o
-        # norm every position, then slice (as transformers does: the head's matmul then sees the
-        # same strided input, so the same kernel and the same bits)
-        # contiguous: a strided slice would run as a slower batched product (decoding.contiguous_head)
+        # norm every position, then slice as transformers does, and make the slice contiguous as
+        # the engine's decoding.contiguous_head does for the transformers head: the same matmul
+        # kernel, so the same bits (a strided input would run as a slower batched product)
         return F.linear(ln(fin, x)[:, -keep:].contiguous(), head.weight)
 
     return forward
