@@ -511,7 +511,8 @@ def _add_store_filters(p: argparse.ArgumentParser):
 
 def _add_store(p: argparse.ArgumentParser):
     p.description = ("Get results out of the results store (one row per crammed string): export it "
-                     "as CSV or Parquet, print its curves with their n50, or copy another store's rows in.")
+                     "as CSV or Parquet, print its curves with their n50, copy another store's rows in, or "
+                     "back it up while a run writes to it.")
     sub = p.add_subparsers(dest="store_command", required=True, parser_class=_Parser, metavar="ACTION")
     ex = sub.add_parser("export", help="write the rows (without memory vectors) as CSV or Parquet",
                         description="Write one row per string (model, m, n, source, seed, protocol hash, "
@@ -533,6 +534,14 @@ def _add_store(p: argparse.ArgumentParser):
     me.add_argument("file", metavar="FILE", help="the store file to read")
     me.add_argument("--store", help="the store to copy into (default: the one accesslib cram writes to)")
     me.set_defaults(_store_run=_run_store_merge)
+    bk = sub.add_parser("backup", help="write a consistent copy of the store, also while a run writes to it",
+                        description="Copy the store into FILE (replaced if it exists) as one self-contained "
+                                    "file, safe while accesslib cram or make_bundles.py is writing to it: "
+                                    "finished strings and the saved state of unfinished ones. Copy it "
+                                    "back and pass it as --store to resume the run where the copy was taken.")
+    bk.add_argument("file", metavar="FILE", help="the file to write")
+    bk.add_argument("--store", help="the store to copy (default: the one accesslib cram writes to)")
+    bk.set_defaults(_store_run=_run_store_backup)
 
 
 def _open_store(path, *, must_exist=True):
@@ -665,6 +674,16 @@ def _run_store_merge(args) -> int:
     store = _open_store(args.store, must_exist=False)
     n = store.merge(src)
     print(f"copied {n} new strings from {src} into {store.path} ({store.count()} in all)")
+    return 0
+
+
+def _run_store_backup(args) -> int:
+    from accesslib.results.store import backup_store
+
+    store = _open_store(args.store)
+    dest = _output_file("FILE", args.file)
+    n, kept = backup_store(store.path, dest)
+    print(f"wrote {dest}: {n} finished strings" + (f" and the saved state of {kept} unfinished ones" if kept else ""))
     return 0
 
 

@@ -257,7 +257,29 @@ def test_store_merge(tmp_path, capsys):
     assert ResultsStore(new).count() == 80
 
 
+def test_store_backup(tmp_path, capsys):
+    from accesslib.results.store import ResultsStore
+    st = _store(tmp_path / "r.sqlite")
+    st.save_inflight({"a": (b"state", 120)})
+    out = tmp_path / "b.sqlite"
+    out.write_text("an older backup")                      # replaced
+    assert main(["store", "backup", str(out), "--store", str(st.path)]) == 0
+    assert capsys.readouterr().out == f"wrote {out}: 80 finished strings and the saved state of 1 unfinished ones\n"
+    # one self-contained file, no temporary file left
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.sqlite", "r.sqlite", "r.sqlite-shm", "r.sqlite-wal"]
+    copy = ResultsStore(out)
+    assert copy.count() == 80 and copy.load_inflight("a") == b"state"
+
+
 @pytest.mark.parametrize("argv, msg", [
+    (["store", "backup", "{tmp}/b.sqlite", "--store", "{tmp}/absent.sqlite"],
+     "accesslib store backup: error: --store must be an existing results store file"),
+    (["store", "backup", "/nonexistent/dir/b.sqlite", "--store", "{tmp}/r.sqlite"],
+     "accesslib store backup: error: FILE must be a file in an existing folder (/nonexistent/dir does not exist)"),
+    (["store", "backup", "{tmp}/r.sqlite", "--store", "{tmp}/r.sqlite"],
+     "accesslib store backup: error: dest must be a file other than the store itself"),
+    (["store", "backup", "{tmp}", "--store", "{tmp}/r.sqlite"],
+     "accesslib store backup: error: dest must be a file name, not a folder"),
     (["store", "summary", "--store", "{tmp}/absent.sqlite"],
      "accesslib store summary: error: --store must be an existing results store file; got '{tmp}/absent.sqlite'"),
     (["store", "summary", "--store", "{tmp}/text.sqlite"],

@@ -106,7 +106,8 @@ def _installed(dist: str) -> bool:
 def _missing(name) -> list[str]:
     """Distributions `name` needs for a first conversion that are not installed."""
     spec = _spec(name)
-    need = list(spec.packages) + ([spec.sha256_from] if spec.sha256_from else []) + ["gguf"]
+    # transformers reads GGUF through the gguf package and refuses to without accelerate
+    need = list(spec.packages) + ([spec.sha256_from] if spec.sha256_from else []) + ["gguf", "accelerate"]
     return [d for d in need if not _installed(d)]
 
 

@@ -56,7 +56,7 @@ from accesslib import config
 from accesslib._checks import check_choice, check_float, fail
 
 __all__ = ["ResultsStore", "StoreError", "KEY_COLUMNS", "EXPORT_COLUMNS", "protocol_hash", "target_hash", "default_path",
-           "migrate_store", "STORE_NAME"]
+           "migrate_store", "backup_store", "STORE_NAME"]
 
 SCHEMA_VERSION = 1
 
@@ -312,6 +312,70 @@ def _table_counts(conn: sqlite3.Connection) -> dict[str, int]:
     return {t: conn.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in names}
 
 
+def _consistent_copy(old: Path, tmp: Path, timeout: float) -> dict[str, int]:
+    """Copy the store ``old`` into the new file ``tmp`` as one self-contained file (the rows still
+    in ``old``'s ``-wal`` file included) while writers may be running; returns the row count per
+    table. A write lock on ``old`` keeps every writer from committing between the copy and the
+    count; the copy must pass ``PRAGMA integrity_check`` and hold as many rows as ``old``."""
+    # one connection holds the write lock; a second one reads the copy (backup cannot read
+    # through a writing connection)
+    lock = sqlite3.connect(str(old), timeout=timeout, isolation_level=None)
+    try:
+        lock.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+        lock.execute("BEGIN IMMEDIATE")
+        try:
+            want = _table_counts(lock)
+            src = sqlite3.connect(str(old), timeout=timeout)
+            dst = sqlite3.connect(str(tmp))
+            try:
+                src.backup(dst)
+                dst.execute("PRAGMA journal_mode = DELETE")   # one self-contained file
+                got = _table_counts(dst)
+                check = dst.execute("PRAGMA integrity_check").fetchone()[0]
+            finally:
+                dst.close()
+                src.close()
+        finally:
+            lock.execute("ROLLBACK")
+    finally:
+        lock.close()
+    if check != "ok" or got != want:
+        raise RuntimeError(f"the copy of {old} does not match it ({got} rows vs {want}; "
+                           f"integrity check: {check})")
+    return want
+
+
+def backup_store(src: str | os.PathLike, dest: str | os.PathLike, *, timeout: float = 60.0) -> tuple[int, int]:
+    """Write a consistent copy of the store ``src`` to ``dest`` (replaced if it exists) while
+    cramming may still be writing to ``src``; returns how many finished strings and saved states
+    of unfinished strings it holds.
+
+    The copy is one file that holds everything a resumed run needs (finished strings and the
+    saved state of unfinished ones): copied back under any name and given as ``--store``, the
+    run resumes where the copy was taken. It is written next to ``dest`` first and takes its
+    name only once checked, so an interrupted backup leaves ``dest`` as it was.
+    """
+    src, dest = Path(src), Path(dest)
+    if not src.is_file():
+        fail("src", "an existing results store file", str(src))
+    if dest.exists() and _same_file(src, dest):
+        fail("dest", "a file other than the store itself", str(dest))
+    if dest.is_dir():
+        fail("dest", "a file name, not a folder", str(dest))
+    if _inspect(src, timeout) != "ours":   # another file: one line naming it, as ResultsStore says
+        raise StoreError(src, "holds no results yet (an empty database): nothing to back up")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.backup-{os.getpid()}-{threading.get_ident()}")
+    try:
+        want = _consistent_copy(src, tmp, timeout)
+        os.replace(tmp, dest)
+    finally:
+        for p in (tmp, Path(f"{tmp}-journal")):
+            if p.exists():
+                p.unlink()
+    return int(want.get("strings", 0)), int(want.get("inflight", 0))
+
+
 def migrate_store(old: str | os.PathLike, new: str | os.PathLike, *, timeout: float = 60.0) -> int | None:
     """Move the store at ``old`` to ``new`` without losing a row; returns the number of strings
     moved, or None when ``new`` appeared meanwhile (another process moved it; nothing changed).
@@ -331,31 +395,7 @@ def migrate_store(old: str | os.PathLike, new: str | os.PathLike, *, timeout: fl
     new.parent.mkdir(parents=True, exist_ok=True)
     tmp = new.with_name(f".{new.name}.moving-{os.getpid()}-{threading.get_ident()}")
     try:
-        # one connection holds the write lock (no writer commits between the copy and the
-        # count); a second one reads the copy (backup cannot read through a writing connection)
-        lock = sqlite3.connect(str(old), timeout=timeout, isolation_level=None)
-        try:
-            lock.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-            lock.execute("BEGIN IMMEDIATE")
-            try:
-                want = _table_counts(lock)
-                src = sqlite3.connect(str(old), timeout=timeout)
-                dst = sqlite3.connect(str(tmp))
-                try:
-                    src.backup(dst)
-                    dst.execute("PRAGMA journal_mode = DELETE")   # one self-contained file
-                    got = _table_counts(dst)
-                    check = dst.execute("PRAGMA integrity_check").fetchone()[0]
-                finally:
-                    dst.close()
-                    src.close()
-            finally:
-                lock.execute("ROLLBACK")
-        finally:
-            lock.close()
-        if check != "ok" or got != want:
-            raise RuntimeError(f"the copy of {old} does not match it ({got} rows vs {want}; "
-                               f"integrity check: {check})")
+        want = _consistent_copy(old, tmp, timeout)
         try:
             os.link(tmp, new)         # never replaces a store that appeared meanwhile
         except FileExistsError:

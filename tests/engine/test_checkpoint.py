@@ -11,7 +11,7 @@ from accesslib.engine.cramming import cram
 from accesslib.experiments.curves import accessibility_curves
 from accesslib.models import embedded
 from accesslib.models.loading import load_model, tiny_model
-from accesslib.results.store import ResultsStore
+from accesslib.results.store import ResultsStore, backup_store
 
 V = 64
 KW = dict(max_steps=120, patience=60, seed=5, lr=5e-2, prefix_ids=[0], schedule="warmup_cosine")
@@ -130,9 +130,13 @@ def test_an_interrupted_curve_resumes_through_its_store(tmp_path):
     assert cut.interrupted
     kept = ResultsStore(path).inflight()
     assert kept and all(0 < k["steps"] <= 20 for k in kept)
-    again = accessibility_curves(lm, [1], lengths, store=path, **kw)[0]
+    # the run goes on from a backup of its store (e.g. one committed at the end of a session)
+    copy = tmp_path / "elsewhere" / "copy.sqlite"
+    assert backup_store(path, copy) == (ResultsStore(path).count(), len(kept))
+    again = accessibility_curves(lm, [1], lengths, store=copy, **kw)[0]
     assert again.strings_resumed == len(kept) and again.strings_from_store + again.strings_crammed == 6
     assert (again.successes, again.totals) == (whole.successes, whole.totals)
-    got = {(r["n"], r["sample"]): (r["success"], r["steps"]) for r in ResultsStore(path).rows()}
+    got = {(r["n"], r["sample"]): (r["success"], r["steps"]) for r in ResultsStore(copy).rows()}
     want = {(r["n"], r["sample"]): (r["success"], r["steps"]) for r in ResultsStore(tmp_path / "whole.sqlite").rows()}
-    assert got == want and ResultsStore(path).inflight() == []
+    assert got == want and ResultsStore(copy).inflight() == []
+    assert ResultsStore(path).inflight() == kept          # the backup left the original as it was

@@ -19,7 +19,7 @@ import pytest
 
 from accesslib import cli
 from accesslib.results import store as store_mod
-from accesslib.results.store import ResultsStore, StoreError
+from accesslib.results.store import ResultsStore, StoreError, backup_store
 
 CRAM = ["cram", "--model", "tiny-d32-v257", "--m", "1", "--lengths", "2", "--samples", "1",
         "--max-steps", "2", "--no-progress"]
@@ -183,6 +183,23 @@ def test_merging_a_bad_file_names_it_and_changes_neither(bad_file, tmp_path):
     with pytest.raises(StoreError, match=f"^results store {path}: "):
         st.merge(path)
     assert _snapshot(path) == before and st.rows() == rows
+
+
+def test_backing_up_a_bad_file_names_it_and_writes_nothing(bad_file, tmp_path):
+    path, cause = bad_file
+    if cause.startswith("not writable"):
+        pytest.skip("a read-only store can be backed up: it is only read")
+    before = _snapshot(path)
+    with pytest.raises(StoreError, match=f"^results store {path}: "):
+        backup_store(path, tmp_path / "copy.sqlite")
+    assert _snapshot(path) == before and not (tmp_path / "copy.sqlite").exists()
+
+
+def test_backing_up_an_empty_file_says_there_is_nothing(tmp_path):
+    (tmp_path / "empty.sqlite").write_bytes(b"")
+    with pytest.raises(StoreError, match="empty.sqlite: holds no results yet"):
+        backup_store(tmp_path / "empty.sqlite", tmp_path / "copy.sqlite")
+    assert not (tmp_path / "copy.sqlite").exists()
 
 
 def test_a_read_only_file_can_still_be_merged_from(tmp_path):

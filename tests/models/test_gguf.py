@@ -76,6 +76,16 @@ def test_missing_package_is_one_line_error(tmp_path, monkeypatch):
     assert not (tmp_path / "models" / "smollm2-135m").exists()
 
 
+def test_accelerate_is_named_when_missing(tmp_path, monkeypatch):
+    """transformers loads a GGUF file only with accelerate: without it the first conversion is
+    refused up front, naming it, not after the file is assembled."""
+    monkeypatch.setenv("ACCESSLIB_HOME", str(tmp_path))
+    monkeypatch.setattr(realmodels, "_installed", lambda dist: dist != "accelerate")
+    assert realmodels.available() == []
+    with pytest.raises(realmodels.NotInstalledError, match="needs the package\\(s\\) accelerate: run `make real`"):
+        realmodels.resolve("gemma-3-270m")
+
+
 def test_a_finished_cache_needs_no_package(tmp_path, monkeypatch):
     """Once converted, a model loads even if its packages were uninstalled since."""
     monkeypatch.setenv("ACCESSLIB_HOME", str(tmp_path))

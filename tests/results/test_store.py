@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from accesslib.results.store import KEY_COLUMNS, ResultsStore, protocol_hash, target_hash
+from accesslib.results.store import KEY_COLUMNS, ResultsStore, backup_store, protocol_hash, target_hash
 
 
 def _row(i, *, model="tiny", m=1, n=5, success=None, ph="p0"):
@@ -121,6 +121,30 @@ def test_concurrent_writers_from_processes(tmp_path, round_):
     dup = con.execute(f"SELECT COUNT(*) FROM (SELECT {', '.join(KEY_COLUMNS)}, COUNT(*) c FROM strings "
                       f"GROUP BY {', '.join(KEY_COLUMNS)} HAVING c > 1)").fetchone()[0]
     assert dup == 0
+
+
+def test_backups_taken_while_processes_write_are_whole(tmp_path):
+    """Every backup taken while writers commit is one consistent file: it passes SQLite's
+    integrity check, holds only whole rows (no duplicates), and no fewer than the one before."""
+    path = str(tmp_path / "r.sqlite")
+    ResultsStore(path).add(_row(0, model="w0"))
+    ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    counts = []
+    with ctx.Pool(2) as pool:
+        pending = pool.starmap_async(_writer, [(path, w, 60) for w in range(2)])
+        while not pending.ready() or len(counts) < 3:
+            out = tmp_path / f"b{len(counts)}.sqlite"
+            strings, unfinished = backup_store(path, out)
+            con = sqlite3.connect(out)
+            assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            assert con.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+            assert con.execute("SELECT COUNT(*) FROM strings").fetchone()[0] == strings and unfinished == 0
+            con.close()
+            assert ResultsStore(out).count() == strings
+            counts.append(strings)
+        pending.get()
+    assert counts == sorted(counts) and counts[-1] <= ResultsStore(path).count()
+    assert backup_store(path, tmp_path / "last.sqlite")[0] == ResultsStore(path).count()
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd (Linux)")

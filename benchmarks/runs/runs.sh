@@ -1,0 +1,68 @@
+#!/bin/bash
+# Long CPU measurements that outlive a session (issue 18): each run writes to a live store in
+# scratch/ (not tracked), and `snapshot` copies every live store, consistent even while its run
+# writes, into benchmarks/runs/stores/ (tracked), so a fresh clone resumes each run where the
+# last committed snapshot left it: finished strings are read back, unfinished ones go on from
+# their saved optimiser state (kept every minute).
+#
+#   bash benchmarks/runs/runs.sh start NAME...   start runs in the background (one thread each)
+#   bash benchmarks/runs/runs.sh snapshot        back up every live store (then commit them)
+#   bash benchmarks/runs/runs.sh status          finished strings per run, and what is running
+#   bash benchmarks/runs/runs.sh stop            SIGTERM every run (each saves its state first)
+#
+# Runs (the commands are in docs/real-models.md and docs/gemma.md):
+#   gemma-n50     Gemma-3-270M, m = 1, [A]'s protocol and layout, glove100k, n = 12, 18, 24, 32 x 6
+#   smol-tokens   SmolLM2-135M, m = 1, random tokens after BOS, fast protocol, 4500 steps,
+#                 patience 900, n = 10, 13, 16, 20, 24, 28 x 6
+#   smol-glove    SmolLM2-135M, m = 1, glove100k words after BOS, same budget, n = 16, 24, 32, 40 x 6
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PY=${PY:-.venv/bin/python}
+LIVE=scratch/runs
+KEPT=benchmarks/runs/stores
+mkdir -p "$LIVE" "$KEPT"
+
+args() {   # the make_bundles.py arguments of each run
+  case "$1" in
+    gemma-n50) echo "--models gemma-3-270m --m 1 --samples 6 --source glove100k --add-special-tokens
+      --protocol paper --search grid --lengths 1:12,18,24,32 --no-geometry";;
+    smol-tokens) echo "--models smollm2-135m --m 1 --samples 6 --source tokens --bos --protocol fast
+      --max-steps 4500 --patience 900 --search grid --lengths 1:10,13,16,20,24,28 --no-geometry";;
+    smol-glove) echo "--models smollm2-135m --m 1 --samples 6 --source glove100k --bos --protocol fast
+      --max-steps 4500 --patience 900 --search grid --lengths 1:16,24,32,40 --no-geometry";;
+    *) echo "unknown run '$1' (gemma-n50, smol-tokens, smol-glove)" >&2; exit 2;;
+  esac
+}
+
+case "${1:-}" in
+  start)
+    shift
+    for name in "$@"; do
+      a=$(args "$name")
+      if pgrep -f "store $LIVE/$name.sqlite" >/dev/null; then echo "$name: already running"; continue; fi
+      if [ ! -f "$LIVE/$name.sqlite" ] && [ -f "$KEPT/$name.sqlite" ]; then
+        cp "$KEPT/$name.sqlite" "$LIVE/$name.sqlite"
+        echo "$name: resuming from the committed snapshot"
+      fi
+      # shellcheck disable=SC2086
+      HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 nohup "$PY" scripts/make_bundles.py $a --threads 1 \
+        --store "$LIVE/$name.sqlite" --out "$LIVE/$name-bundle" >> "$LIVE/$name.log" 2>&1 &
+      echo "$name: started (pid $!, log $LIVE/$name.log)"
+    done;;
+  snapshot)
+    for live in "$LIVE"/*.sqlite; do
+      [ -f "$live" ] || continue
+      "$PY" -m accesslib store backup "$KEPT/$(basename "$live")" --store "$live"
+    done;;
+  status)
+    for live in "$LIVE"/*.sqlite; do
+      [ -f "$live" ] || continue
+      name=$(basename "$live" .sqlite)
+      state=stopped; pgrep -f "store $live" >/dev/null && state=running
+      echo "== $name ($state)"
+      "$PY" -m accesslib store summary --store "$live"
+    done;;
+  stop)
+    pkill -TERM -f "scripts/make_bundles.py .*--store $LIVE/" || true;;
+  *) sed -n 2,16p "$0"; exit 2;;
+esac
