@@ -100,6 +100,38 @@ def caveats_html(cav) -> str:
     return "<br>".join(lines)
 
 
+def published_html(match, bundle) -> str:
+    """[A]'s measurement of the bundle's own model (:func:`accesslib.results.reference.published_match`)
+    beside this bundle's: their slope (and their n50 where they published it) against ours, the
+    targets compared, and the protocol differences that stay; "" when [A] did not measure it."""
+    if match is None:
+        return ""
+    head = f"<b>[A] measured this model</b> ({html.escape(match['model'])}"
+    if match["dataset"] is None:
+        return f"{head}) on natural text and random words: {html.escape(match['targets'])}, nothing to set beside."
+    curves = {c["m"]: c for c in bundle.get("curves") or [] if c.get("n50") is not None}
+    theirs = match["points"] or {}
+    per_m = []
+    for m in sorted(set(curves) | set(theirs)):
+        ours = (f"{curves[m]['n50']:.1f} ± {curves[m].get('n50_stderr') or float('nan'):.1f} here"
+                if m in curves else "not measured here")
+        per_m.append(f"m = {m}: {ours}" + (f", {theirs[m]} [A]" if m in theirs else ""))
+    sl = bundle.get("slope") or {}
+    a = sl.get("slope")
+    ours_a = (f"a = {a:.2f} ± {sl.get('slope_stderr') or float('nan'):.2f} here (×{a / match['slope']:.2f} theirs)"
+              if a and match["slope"] else "no slope here (one m)")
+    settings = bundle.get("settings") or {}
+    steps = settings.get("max_steps")
+    dtype = (bundle.get("facts") or {}).get("dtype", "?")
+    protocol = (f"here {html.escape(str(bundle.get('protocol')))} protocol, at most "
+                f"{'?' if steps is None else f'{steps:,}'} steps, {bundle.get('samples', '?')} strings per length, "
+                f"{html.escape(str(dtype))} on a CPU; [A]: at most {PAPER_MAX_STEPS:,} steps, 20 strings per length, "
+                "fp16 autocast on a GPU")
+    return (f"{head}, {match['dataset']}): slope <b>{match['slope']:.2f}</b> tokens/vector; {ours_a}"
+            + ("" if theirs else " ([A]'s n50 per m is not published)") + ".<br>"
+            + " · ".join(per_m) + f".<br>{html.escape(match['targets'])}; {protocol}.")
+
+
 class PredictedApp(App):
     """One model's bounds n* = C*m (lines, labelled where they end) against its own measured n50
     by m (markers with error bars); [A]'s published models on a panel of their own, each under
@@ -147,6 +179,7 @@ class PredictedApp(App):
 
     def _on_model(self, *_):
         self.bundle = bundles.load("cram", self.model.value)
+        self.published_match = reference.published_match(self.bundle["model"], self.bundle.get("source"))
         self.measured_eps = bundle_measured_eps(self.bundle)
         geo = self.bundle.get("geometry") or {}
         with self.hold():
@@ -197,7 +230,7 @@ class PredictedApp(App):
         self.caveats = bundle_caveats(b)
         self.values = dict(slopes=slopes, measured_slope=a, eps=eps, r=r, published_slopes=pub,
                            measured=dict(m=ms, n50=n50, n50_stderr=se), fit=dict(sl), caveats=self.caveats,
-                           measured_eps=me)
+                           measured_eps=me, published_match=self.published_match)
         self.readout.value = self._readout(slopes, a, sl, eps, r)
         self.set_status(f"bundle: {b['samples']} strings per length, protocol {b['protocol']}, "
                         f"{b['hardware'].get('cpu', '?')}, {b['wall_time']:.0f} s, made {human_date(b['created'])}")
@@ -220,7 +253,9 @@ class PredictedApp(App):
                 f"<br>{ratios}<br>{measured_eps_html(me)}"
                 + (" (the dotted line, fixed: it does not follow the sliders)" if me.get("ok") else "") + "</div>"
                 "<div style='max-width:560px'><b>About this measurement:</b><br>"
-                f"{caveats_html(self.caveats)}</div></div>")
+                f"{caveats_html(self.caveats)}</div>"
+                + (f"<div style='max-width:1200px'>{pub}</div>" if (pub := published_html(self.published_match, self.bundle))
+                   else "") + "</div>")
 
     def data_rows(self) -> list[dict]:
         """Measured n50 ± stderr by m (the markers), the fitted slope a with the budget check's
@@ -246,6 +281,12 @@ class PredictedApp(App):
                           around=me["around"], C_over_a=me["ratios"].get(name)) for name, C in me["slopes"].items()]
         rows += [dict(panel="[A]'s model: ball bound", model=name, bound="ball", C=C)
                  for name, C in v["published_slopes"].items()]
+        pm = v["published_match"]
+        if pm is not None and pm["dataset"] is not None:   # [A]'s measurement of this very model
+            rows.append(dict(panel="[A]'s measurement of this model", model=pm["model"], dataset=pm["dataset"],
+                             slope=pm["slope"], targets=pm["targets"], source=pm["source"]))
+            rows += [dict(panel="[A]'s measurement of this model", model=pm["model"], dataset=pm["dataset"],
+                          m=m, n50=n50, source=pm["source"]) for m, n50 in (pm["points"] or {}).items()]
         return rows
 
 

@@ -328,3 +328,50 @@ def test_a_converged_check_settles_the_protocols_suspicion(tmp_path, monkeypatch
     app.model.value = "smollm2-135m"
     assert app.values["caveats"]["budget"] == "budget-limited" and app.values["caveats"]["budget_limited"]
     assert "likely" not in app.readout.value and "step budget ×3: <b>budget-limited</b>" in app.readout.value
+
+
+def _as_published_model(b, name, source, ms=None):
+    """A copy of bundle ``b`` under the name of one of [A]'s models (only the curves at ``ms``)."""
+    import copy
+
+    b = copy.deepcopy(b)
+    b["model"], b["source"] = name, source
+    if ms is not None:
+        b["curves"] = [c for c in b["curves"] if c["m"] in ms]
+        b.pop("slope", None)
+    return b
+
+
+def test_a_model_that_a_published_is_set_beside_its_published_numbers(tmp_path, monkeypatch):
+    """A bundle of one of [A]'s models shows [A]'s slope (and n50 per m where published) beside
+    its own, the targets compared and the protocol differences; other models show nothing of it."""
+    b = bundles.load("cram", embedded.DEFAULT)
+    gemma = _as_published_model(b, "gemma-3-270m", "glove100k", ms=[1])
+    pythia = _as_published_model(b, "pythia-160m", "natural")
+    _shipped(tmp_path, monkeypatch, gemma, pythia)
+    app = PredictedApp(canvas="agg", model="gemma-3-270m", published=False)
+    assert app.last_error is None, app.last_error
+    c1 = next(c for c in gemma["curves"] if c["m"] == 1)
+    txt = app.readout.value
+    assert "<b>[A] measured this model</b> (google/gemma-3-270m, Random): slope <b>22.97</b> tokens/vector" in txt
+    assert "no slope here (one m) ([A]'s n50 per m is not published)" in txt
+    assert f"m = 1: {c1['n50']:.1f} ± {c1['n50_stderr']:.1f} here." in txt
+    assert html.escape("the same targets: [A]'s own word list") in txt
+    steps = gemma["settings"]["max_steps"]
+    assert f"here {gemma['protocol']} protocol, at most {steps:,} steps, {gemma['samples']} strings per length" in txt
+    rows = [r for r in app.data_rows() if r["panel"] == "[A]'s measurement of this model"]
+    assert rows == [dict(panel="[A]'s measurement of this model", model="google/gemma-3-270m", dataset="Random",
+                         slope=22.97, targets=rows[0]["targets"], source=rows[0]["source"])]
+    app.model.value = "pythia-160m"                  # published points: theirs beside ours at every m
+    a = b["slope"]["slope"]
+    txt = app.readout.value
+    assert "(EleutherAI/pythia-160m, PG19): slope <b>90.37</b>" in txt and f"(×{a / 90.37:.2f} theirs)" in txt
+    for c in b["curves"]:
+        if c.get("n50") is not None and c["m"] <= 5:
+            assert f"m = {c['m']}: {c['n50']:.1f} ± {c['n50_stderr']:.1f} here, " in txt
+    assert "m = 5: " in txt and ", 450 [A]" in txt and "not published" not in txt
+    pts = [(r["m"], r["n50"]) for r in app.data_rows() if r["panel"] == "[A]'s measurement of this model" and "m" in r]
+    assert pts == [(1, 90), (2, 183), (3, 278), (4, 367), (5, 450)]
+    app.model.value = embedded.DEFAULT               # not one of [A]'s models
+    assert "[A] measured this model" not in app.readout.value
+    assert not [r for r in app.data_rows() if r["panel"] == "[A]'s measurement of this model"]

@@ -64,3 +64,18 @@ def test_ratios_in_published_range():
         C = bounds.slope(r["d"], r["vocab_size"], bounds.eps_for_dtype("paper", r["r_inf"]), r["r_inf"])
         assert 5.0 < C / r["slope_pg19"] < 14.0
         assert 10.5 < C / r["slope_random"] < 29.5
+
+
+def test_published_match_pairs_a_model_and_a_source_with_their_measurement():
+    g = reference.published_match("gemma-3-270m", "glove100k")          # by the last part of the hub name
+    assert (g["model"], g["dataset"], g["slope"], g["points"]) == ("google/gemma-3-270m", "Random", 22.97, None)
+    assert g["targets"].startswith("the same targets") and "[A]" in g["source"]
+    assert reference.published_match("Google/Gemma-3-270M", "words100k")["targets"].startswith("similar targets")
+    assert reference.published_match("gemma-3-270m", "words")["targets"].startswith("easier targets")
+    p = reference.published_match("EleutherAI/pythia-160m", "natural")
+    assert (p["dataset"], p["slope"]) == ("PG19", 90.37) and p["points"] == {1: 90, 2: 183, 3: 278, 4: 367, 5: 450}
+    assert reference.published_match("pythia-160m", "glove100k")["points"][1] == 53
+    t = reference.published_match("pythia-160m", "tokens")               # [A] measured no random tokens
+    assert t["dataset"] is None and t["slope"] is None and t["points"] is None and "not tokens" in t["targets"]
+    assert reference.published_match("smollm2-135m", "tokens") is None    # not one of [A]'s models
+    assert reference.published_match("tiny-d32-v257", "natural") is None
