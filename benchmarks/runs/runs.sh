@@ -5,7 +5,8 @@
 # last committed snapshot left it: finished strings are read back, unfinished ones go on from
 # their saved optimiser state (kept every minute).
 #
-#   bash benchmarks/runs/runs.sh start NAME...   start runs in the background (one thread each)
+#   bash benchmarks/runs/runs.sh start NAME...   start runs in the background (one thread each;
+#                                                A,B: B starts when A ends, on the same core)
 #   bash benchmarks/runs/runs.sh snapshot        back up every live store (then commit them)
 #   bash benchmarks/runs/runs.sh status          finished strings per run, and what is running
 #   bash benchmarks/runs/runs.sh stop            SIGTERM every run (each saves its state first)
@@ -34,21 +35,32 @@ args() {   # the make_bundles.py arguments of each run
   esac
 }
 
+run_one() {   # one run in the foreground, resumed from its committed snapshot on a fresh clone
+  local name=$1 a
+  a=$(args "$name")
+  while pgrep -f "store $LIVE/$name.sqlite" >/dev/null; do sleep 60; done   # running: wait for it, then
+  # run it again, which reads its strings back from the store (quick) and writes its bundle
+  if [ ! -f "$LIVE/$name.sqlite" ] && [ -f "$KEPT/$name.sqlite" ]; then
+    cp "$KEPT/$name.sqlite" "$LIVE/$name.sqlite"
+    echo "$name: resuming from the committed snapshot" >> "$LIVE/$name.log"
+  fi
+  # shellcheck disable=SC2086
+  HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 "$PY" scripts/make_bundles.py $a --threads 1 \
+    --store "$LIVE/$name.sqlite" --out "$LIVE/$name-bundle" >> "$LIVE/$name.log" 2>&1 </dev/null
+}
+
 case "${1:-}" in
-  start)
+  start)   # each chain in a shell of its own that outlives this one
     shift
-    for name in "$@"; do
-      a=$(args "$name")
-      if pgrep -f "store $LIVE/$name.sqlite" >/dev/null; then echo "$name: already running"; continue; fi
-      if [ ! -f "$LIVE/$name.sqlite" ] && [ -f "$KEPT/$name.sqlite" ]; then
-        cp "$KEPT/$name.sqlite" "$LIVE/$name.sqlite"
-        echo "$name: resuming from the committed snapshot"
-      fi
-      # shellcheck disable=SC2086
-      HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 nohup "$PY" scripts/make_bundles.py $a --threads 1 \
-        --store "$LIVE/$name.sqlite" --out "$LIVE/$name-bundle" >> "$LIVE/$name.log" 2>&1 &
-      echo "$name: started (pid $!, log $LIVE/$name.log)"
+    for chain in "$@"; do
+      IFS=, read -r -a names <<< "$chain"
+      for name in "${names[@]}"; do args "$name" >/dev/null; done   # unknown names: refused first
+      nohup bash "$0" chain "${names[@]}" >/dev/null 2>&1 &
+      echo "started $chain (pid $!; logs $LIVE/NAME.log)"
     done;;
+  chain)
+    shift
+    for name in "$@"; do run_one "$name"; done;;
   snapshot)
     for live in "$LIVE"/*.sqlite; do
       [ -f "$live" ] || continue
@@ -62,7 +74,8 @@ case "${1:-}" in
       echo "== $name ($state)"
       "$PY" -m accesslib store summary --store "$live"
     done;;
-  stop)
+  stop)   # the chains' shells first, so that no next run starts
+    pkill -TERM -f "benchmarks/runs/runs.sh chain" || true
     pkill -TERM -f "scripts/make_bundles.py .*--store $LIVE/" || true;;
-  *) sed -n 2,16p "$0"; exit 2;;
+  *) sed -n 2,18p "$0"; exit 2;;
 esac
