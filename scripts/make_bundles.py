@@ -391,7 +391,8 @@ def parse_lengths(items, ms, error):
     return out
 
 
-def main(argv=None):
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of this script (also read by the tests of benchmarks/runs/runs.sh)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--models", nargs="*", default=None, help="default: every embedded model")
     p.add_argument("--m", nargs="+", type=int, default=[1, 2, 3, 4])
@@ -461,6 +462,11 @@ def main(argv=None):
     p.add_argument("--ladder-lengths", nargs="+", type=int, default=None, metavar="N",
                    help="--add-budget-ladder of a grid bundle: the lengths of the larger budgets "
                         "(default the bundle's)")
+    return p
+
+
+def main(argv=None):
+    p = build_parser()
     a = p.parse_args(argv)
     if a.add_budget_ladder is not None:
         if not a.ladder:

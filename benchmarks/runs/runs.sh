@@ -21,7 +21,7 @@ cd "$(dirname "$0")/../.."
 PY=${PY:-.venv/bin/python}
 LIVE=scratch/runs
 KEPT=benchmarks/runs/stores
-mkdir -p "$LIVE" "$KEPT"
+RUNS="gemma-n50 smol-tokens smol-glove"
 
 args() {   # the make_bundles.py arguments of each run
   case "$1" in
@@ -31,13 +31,14 @@ args() {   # the make_bundles.py arguments of each run
       --max-steps 4500 --patience 900 --search grid --lengths 1:10,13,16,20,24,28 --no-geometry";;
     smol-glove) echo "--models smollm2-135m --m 1 --samples 6 --source glove100k --bos --protocol fast
       --max-steps 4500 --patience 900 --search grid --lengths 1:16,24,32,40 --no-geometry";;
-    *) echo "unknown run '$1' (gemma-n50, smol-tokens, smol-glove)" >&2; exit 2;;
+    *) echo "unknown run '$1' (one of: $RUNS)" >&2; exit 2;;
   esac
 }
 
 run_one() {   # one run in the foreground, resumed from its committed snapshot on a fresh clone
   local name=$1 a
   a=$(args "$name")
+  mkdir -p "$LIVE"
   while pgrep -f "store $LIVE/$name.sqlite" >/dev/null; do sleep 60; done   # running: wait for it, then
   # run it again, which reads its strings back from the store (quick) and writes its bundle
   if [ ! -f "$LIVE/$name.sqlite" ] && [ -f "$KEPT/$name.sqlite" ]; then
@@ -58,10 +59,14 @@ case "${1:-}" in
       nohup bash "$0" chain "${names[@]}" >/dev/null 2>&1 &
       echo "started $chain (pid $!; logs $LIVE/NAME.log)"
     done;;
+  names) echo "$RUNS";;
+  args)   # a run's make_bundles.py arguments (the tests parse them)
+    args "$2" | tr -s ' \n' '\n' | sed '/^$/d';;
   chain)
     shift
     for name in "$@"; do run_one "$name"; done;;
   snapshot)
+    mkdir -p "$KEPT"
     for live in "$LIVE"/*.sqlite; do
       [ -f "$live" ] || continue
       "$PY" -m accesslib store backup "$KEPT/$(basename "$live")" --store "$live"
