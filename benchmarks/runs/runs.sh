@@ -17,7 +17,7 @@
 #                 patience 900, n = 10, 13, 16, 20, 24, 28 x 6
 #   smol-glove    SmolLM2-135M, m = 1, glove100k words after BOS, same budget, n = 16, 24, 32, 40 x 6
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
 PY=${PY:-.venv/bin/python}
 LIVE=scratch/runs
 KEPT=benchmarks/runs/stores
@@ -56,15 +56,21 @@ case "${1:-}" in
     for chain in "$@"; do
       IFS=, read -r -a names <<< "$chain"
       for name in "${names[@]}"; do args "$name" >/dev/null; done   # unknown names: refused first
-      nohup bash "$0" chain "${names[@]}" >/dev/null 2>&1 &
+      # bash reads a script as it runs it: the chain runs a copy, so editing or checking out
+      # this file meanwhile cannot change what a running chain does next
+      mkdir -p "$LIVE"
+      copy=$(mktemp "$LIVE/.chain-XXXXXX.sh")
+      cp "$0" "$copy"
+      nohup bash "$copy" chain "${names[@]}" >/dev/null 2>&1 &
       echo "started $chain (pid $!; logs $LIVE/NAME.log)"
     done;;
   names) echo "$RUNS";;
   args)   # a run's make_bundles.py arguments (the tests parse them)
     args "$2" | tr -s ' \n' '\n' | sed '/^$/d';;
-  chain)
+  chain)   # run from a copy (see start) in the repository root
     shift
-    for name in "$@"; do run_one "$name"; done;;
+    for name in "$@"; do run_one "$name"; done
+    rm -f "$0";;
   snapshot)
     mkdir -p "$KEPT"
     for live in "$LIVE"/*.sqlite; do
@@ -80,7 +86,7 @@ case "${1:-}" in
       "$PY" -m accesslib store summary --store "$live"
     done;;
   stop)   # the chains' shells first, so that no next run starts
-    pkill -TERM -f "benchmarks/runs/runs.sh chain" || true
+    pkill -TERM -f "$LIVE/\.chain-.*\.sh chain" || true
     pkill -TERM -f "scripts/make_bundles.py .*--store $LIVE/" || true;;
   *) sed -n 2,18p "$0"; exit 2;;
 esac
