@@ -56,3 +56,82 @@ def test_unknown_runs_are_named_and_nothing_starts(argv, msg, tmp_path):
 def test_no_action_prints_the_usage():
     r = _runs()
     assert r.returncode == 2 and "runs.sh start NAME" in r.stdout and "smol-glove" in r.stdout
+
+
+FAKE = """#!/bin/bash
+# stands in for python: logs its arguments, then sleeps as long as FAKE_SLEEP says
+echo "$$ $*" >> "$FAKE_LOG"
+sleep "${FAKE_SLEEP:-0}"
+"""
+
+
+def _fake_env(tmp_path, sleep=0):
+    fake = tmp_path / "python"
+    fake.write_text(FAKE)
+    fake.chmod(0o755)
+    return dict(os.environ, PY=str(fake), FAKE_LOG=str(tmp_path / "calls.log"), FAKE_SLEEP=str(sleep),
+                RUNS_LIVE=str(tmp_path / "live"), RUNS_KEPT=str(tmp_path / "kept"))
+
+
+def _calls(tmp_path):
+    p = tmp_path / "calls.log"
+    return [line.split(" ", 1)[1] for line in p.read_text().splitlines()] if p.exists() else []
+
+
+def _wait(cond, seconds=30):
+    import time
+    end = time.monotonic() + seconds
+    while not cond():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.1)
+
+
+def test_a_chain_runs_one_after_the_other_and_resumes_from_a_snapshot(tmp_path):
+    env = _fake_env(tmp_path)
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "smol-glove.sqlite").write_text("a committed snapshot")
+    r = subprocess.run(["bash", str(RUNS), "start", "smol-tokens,smol-glove"], capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert r.returncode == 0 and "started smol-tokens,smol-glove" in r.stdout, r.stderr
+    _wait(lambda: len(_calls(tmp_path)) == 2 and not list((tmp_path / "live").glob(".chain-*")))
+    calls = _calls(tmp_path)
+    live = tmp_path / "live"
+    assert calls[0].startswith("scripts/make_bundles.py --models smollm2-135m") and "--source tokens" in calls[0]
+    assert calls[0].endswith(f"--threads 1 --store {live}/smol-tokens.sqlite --out {live}/smol-tokens-bundle")
+    assert "--source glove100k" in calls[1] and f"--store {live}/smol-glove.sqlite" in calls[1]
+    # the run without a live store started from its committed snapshot; the other from nothing
+    assert (live / "smol-glove.sqlite").read_text() == "a committed snapshot"
+    assert "resuming from the committed snapshot" in (live / "smol-glove.log").read_text()
+    assert not (live / "smol-tokens.sqlite").exists()
+
+
+def test_snapshot_backs_every_live_store_up_into_the_kept_folder(tmp_path):
+    env = _fake_env(tmp_path)
+    (tmp_path / "live").mkdir()
+    for name in ("gemma-n50", "smol-tokens"):
+        (tmp_path / "live" / f"{name}.sqlite").write_text("")
+    r = subprocess.run(["bash", str(RUNS), "snapshot"], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    kept, live = tmp_path / "kept", tmp_path / "live"
+    assert _calls(tmp_path) == [f"-m accesslib store backup {kept}/{n}.sqlite --store {live}/{n}.sqlite"
+                                for n in ("gemma-n50", "smol-tokens")]
+
+
+def test_stop_ends_the_running_run_and_the_rest_of_its_chain(tmp_path):
+    env = _fake_env(tmp_path, sleep=60)
+    subprocess.run(["bash", str(RUNS), "start", "gemma-n50,smol-glove"], env=env, timeout=60, capture_output=True)
+    _wait(lambda: len(_calls(tmp_path)) == 1)
+    pid = int((tmp_path / "calls.log").read_text().split()[0])
+    r = subprocess.run(["bash", str(RUNS), "stop"], env=env, timeout=60, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+    def gone():
+        try:
+            os.kill(pid, 0)
+            return False
+        except ProcessLookupError:
+            return True
+    _wait(gone)
+    import time
+    time.sleep(1)
+    assert len(_calls(tmp_path)) == 1     # smol-glove never started

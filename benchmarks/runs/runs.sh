@@ -19,8 +19,8 @@
 set -euo pipefail
 cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
 PY=${PY:-.venv/bin/python}
-LIVE=scratch/runs
-KEPT=benchmarks/runs/stores
+LIVE=${RUNS_LIVE:-scratch/runs}              # the live stores, logs and bundles (not tracked)
+KEPT=${RUNS_KEPT:-benchmarks/runs/stores}    # their snapshots (tracked)
 RUNS="gemma-n50 smol-tokens smol-glove"
 
 args() {   # the make_bundles.py arguments of each run
