@@ -118,18 +118,20 @@ def published_html(match, bundle) -> str:
         per_m.append(f"m = {m}: {ours}" + (f", {theirs[m]} [A]" if m in theirs else ""))
     sl = bundle.get("slope") or {}
     a = sl.get("slope")
-    ours_a = (f"a = {a:.2f} ± {sl.get('slope_stderr') or float('nan'):.2f} here (×{a / match['slope']:.2f} theirs)"
-              if a and match["slope"] else "no slope here (one m)")
+    ours_a = (f"a = {a:.2f} ± {sl.get('slope_stderr') or float('nan'):.2f} (×{a / match['slope']:.2f} theirs)"
+              if a and match["slope"] else "no slope (one m)")
     settings = bundle.get("settings") or {}
     steps = settings.get("max_steps")
     dtype = (bundle.get("facts") or {}).get("dtype", "?")
+    totals = [t for c in bundle.get("curves") or [] for t in c.get("totals") or []]
+    strings = "?" if not totals else f"{min(totals)}" if min(totals) == max(totals) else f"{min(totals)}-{max(totals)}"
     protocol = (f"here {html.escape(str(bundle.get('protocol')))} protocol, at most "
-                f"{'?' if steps is None else f'{steps:,}'} steps, {bundle.get('samples', '?')} strings per length, "
+                f"{'?' if steps is None else f'{steps:,}'} steps, {strings} strings per length, "
                 f"{html.escape(str(dtype))} on a CPU; [A]: at most {PAPER_MAX_STEPS:,} steps, 20 strings per length, "
                 "fp16 autocast on a GPU")
-    return (f"{head}, {match['dataset']}): slope <b>{match['slope']:.2f}</b> tokens/vector; {ours_a}"
-            + ("" if theirs else " ([A]'s n50 per m is not published)") + ".<br>"
-            + " · ".join(per_m) + f".<br>{html.escape(match['targets'])}; {protocol}.")
+    return (f"{head}, {match['dataset']}): slope <b>{match['slope']:.2f}</b> tokens/vector"
+            + ("" if theirs else ", n50 per m not published") + f". Here: {ours_a}.<br>"
+            + " · ".join(per_m) + f".<br>{html.escape(match['targets'][:1].upper() + match['targets'][1:])}; {protocol}.")
 
 
 class PredictedApp(App):

@@ -354,18 +354,21 @@ def test_a_model_that_a_published_is_set_beside_its_published_numbers(tmp_path, 
     c1 = next(c for c in gemma["curves"] if c["m"] == 1)
     txt = app.readout.value
     assert "<b>[A] measured this model</b> (google/gemma-3-270m, Random): slope <b>22.97</b> tokens/vector" in txt
-    assert "no slope here (one m) ([A]'s n50 per m is not published)" in txt
+    assert "slope <b>22.97</b> tokens/vector, n50 per m not published. Here: no slope (one m).<br>" in txt
     assert f"m = 1: {c1['n50']:.1f} ± {c1['n50_stderr']:.1f} here." in txt
-    assert html.escape("the same targets: [A]'s own word list") in txt
+    assert "<br>" + html.escape("The same targets: [A]'s own word list") in txt
     steps = gemma["settings"]["max_steps"]
-    assert f"here {gemma['protocol']} protocol, at most {steps:,} steps, {gemma['samples']} strings per length" in txt
+    k = sorted(c1["totals"])
+    strings = f"{k[0]}" if k[0] == k[-1] else f"{k[0]}-{k[-1]}"
+    assert f"here {gemma['protocol']} protocol, at most {steps:,} steps, {strings} strings per length" in txt
     rows = [r for r in app.data_rows() if r["panel"] == "[A]'s measurement of this model"]
     assert rows == [dict(panel="[A]'s measurement of this model", model="google/gemma-3-270m", dataset="Random",
                          slope=22.97, targets=rows[0]["targets"], source=rows[0]["source"])]
     app.model.value = "pythia-160m"                  # published points: theirs beside ours at every m
     a = b["slope"]["slope"]
     txt = app.readout.value
-    assert "(EleutherAI/pythia-160m, PG19): slope <b>90.37</b>" in txt and f"(×{a / 90.37:.2f} theirs)" in txt
+    assert f"(EleutherAI/pythia-160m, PG19): slope <b>90.37</b> tokens/vector. Here: a = {a:.2f} ± " in txt
+    assert f"(×{a / 90.37:.2f} theirs)" in txt
     for c in b["curves"]:
         if c.get("n50") is not None and c["m"] <= 5:
             assert f"m = {c['m']}: {c['n50']:.1f} ± {c['n50_stderr']:.1f} here, " in txt
