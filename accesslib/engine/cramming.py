@@ -48,6 +48,7 @@ import torch.nn.functional as F
 
 from accesslib._checks import (
     check_callable,
+    check_choice,
     check_float,
     check_int,
     check_seed,
@@ -74,12 +75,14 @@ from accesslib.models.loading import hf_model
 #: greedy-confirmed in both.
 PROTOCOLS = {
     # [A] section "cramming", following [K]
+    # the memory drawn as [K]'s MemoryCell (which [A]'s train.py uses) draws it: std of the
+    # embedding matrix itself, without the embedding layer's scale (Gemma: sqrt(d))
     "paper": dict(lr=1e-2, betas=(0.9, 0.9), weight_decay=0.01, max_steps=3000, patience=500,
-                  schedule=None, first_token_as_input=True, patience_on="accuracy"),
+                  schedule=None, first_token_as_input=True, patience_on="accuracy", init_scale="weights"),
     # Measured on tiny random and embedded models: same successes as "paper" in far fewer steps
     # (see FAST_EVIDENCE). A higher peak rate with a short warm-up and cosine decay.
     "fast": dict(lr=5e-2, betas=(0.9, 0.9), weight_decay=0.01, max_steps=1000, patience=200,
-                 schedule="warmup_cosine", first_token_as_input=False, patience_on="loss"),
+                 schedule="warmup_cosine", first_token_as_input=False, patience_on="loss", init_scale="inputs"),
 }
 
 
@@ -121,6 +124,13 @@ SCHEDULES = ("constant", "cosine", "warmup_cosine")
 #: what the patience clock watches: "loss" (a string stops when its loss has not improved for
 #: `patience` steps) or "accuracy" (its teacher-forced accuracy: the published code's rule)
 PATIENCE_ON = ("loss", "accuracy")
+
+#: the std of the initial memory, as a multiple of the embedding matrix's std: "inputs" times the
+#: embedding layer's scale (the spread of the token inputs the model receives; the default), or
+#: "weights", the matrix's own std ([K]'s and [A]'s code: ``randn * embeddings.weight.std()``,
+#: while the targets pass through the scaled layer). The two differ only where the layer scales
+#: its rows (Gemma: by sqrt(d), about 25 for Gemma-3-270M).
+INIT_SCALES = ("inputs", "weights")
 
 #: cram() settings that change how the engine runs but no string's result: left out of the
 #: results store's protocol hash (accesslib.experiments.curves.hashed_settings).
@@ -199,11 +209,14 @@ def string_seed(seed: int, target_ids) -> int:
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little") & ((1 << 63) - 1)
 
 
-def init_std_of(model) -> float:
-    """std of the input-embedding matrix times the embedding layer's scale (docs/paper.md, section 5):
-    the spread of what the model actually receives as token inputs."""
+def init_std_of(model, init_scale: str = "inputs") -> float:
+    """std of the input-embedding matrix, times the embedding layer's scale with ``init_scale=
+    "inputs"`` (the spread of what the model actually receives as token inputs), alone with
+    "weights" ([A]'s and [K]'s code; docs/paper.md, section 5). See :data:`INIT_SCALES`."""
+    check_choice("init_scale", init_scale, INIT_SCALES)
     w = model.get_input_embeddings().weight
-    return float(w.detach().float().std()) * facts.embed_scale(model)
+    std = float(w.detach().float().std())
+    return std * facts.embed_scale(model) if init_scale == "inputs" else std
 
 
 def lr_factor(schedule, step: int, max_steps: int) -> float:
@@ -289,7 +302,7 @@ def _check_model(model) -> None:
 
 def _validate_settings(model, m, prefix, lr, betas, weight_decay, max_steps, patience, schedule, stop,
                        seed=0, init_std=None, eps=1e-8, on_step=None, on_string=None, batch_size=None,
-                       rows_per_pass=None, patience_on="loss"):
+                       rows_per_pass=None, patience_on="loss", init_scale="inputs"):
     """Every setting of :func:`cram` but the targets, in the package's message style (accesslib._checks)."""
     _check_model(model)
     if isinstance(m, (list, tuple)):
@@ -315,6 +328,8 @@ def _validate_settings(model, m, prefix, lr, betas, weight_decay, max_steps, pat
     check_int("patience", patience, 1)
     if patience_on not in PATIENCE_ON:
         fail("patience_on", f"one of {', '.join(map(repr, PATIENCE_ON))}", patience_on)
+    if init_scale not in INIT_SCALES:
+        fail("init_scale", f"one of {', '.join(map(repr, INIT_SCALES))}", init_scale)
     if batch_size is not None:
         check_int("batch_size", batch_size, 1)
     if rows_per_pass is not None:
@@ -440,12 +455,14 @@ class CramSession:
                  weight_decay=0.01, max_steps=3000, patience=500, schedule=None, seed=0,
                  autocast_dtype=None, init_std=None, on_step=None, on_string=None, stop=None,
                  verify=True, eps=1e-8, batch_size=None, rows_per_pass=None, profile=False,
-                 patience_on="loss", lean=True, checkpoint=None, checkpoint_every=60.0):
+                 patience_on="loss", lean=True, checkpoint=None, checkpoint_every=60.0, init_scale="inputs"):
         model = hf_model(model)
         check_token_ids("prefix_ids", prefix_ids)   # a str is not a list of ids ('12' is not [1, 2])
         prefix = token_ids(prefix_ids, "prefix_ids")
         _validate_settings(model, 1, prefix, lr, betas, weight_decay, max_steps, patience, schedule, stop,
-                           seed, init_std, eps, on_step, on_string, batch_size, rows_per_pass, patience_on)
+                           seed, init_std, eps, on_step, on_string, batch_size, rows_per_pass, patience_on,
+                           init_scale)
+        self.init_scale = init_scale
         self.patience_on = patience_on
         self.model, self.prefix = model, prefix
         self.first = bool(first_token_as_input)
@@ -459,7 +476,7 @@ class CramSession:
         self.dev, self.mdt = p0.device, p0.dtype
         self.emb = model.get_input_embeddings()
         self.d = int(self.emb.weight.shape[1])
-        self.std = float(init_std) if init_std is not None else init_std_of(model)
+        self.std = float(init_std) if init_std is not None else init_std_of(model, init_scale)
         self.opts = forward_options(model)
         # the lean forward (bit-identical logits, less overhead) where it applies; see engine/lean.py
         self.fwd = lean_forward(model) if lean and self.ac_dtype is None else None
@@ -522,7 +539,8 @@ class CramSession:
                     schedule=schedule if not callable(schedule) else getattr(schedule, "__name__", "callable"),
                     seed=self.seed,
                     autocast_dtype=None if self.ac_dtype is None else str(self.ac_dtype).replace("torch.", ""),
-                    init_std=self.std, init="normal*init_std, generator seeded by sha256(seed, target ids)",
+                    init_std=self.std, init_scale=self.init_scale,
+                    init="normal*init_std, generator seeded by sha256(seed, target ids)",
                     verify=self.verify, eps=self.eps, success="greedy" if self.verify else "teacher-forced",
                     model_dtype=str(self.mdt).replace("torch.", ""), device=str(self.dev),
                     batch_size=self.batch_size, engine="continuous batching",
@@ -1011,7 +1029,7 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
          seed=0, autocast_dtype=None, init_std=None, on_step: Callable | None = None,
          on_string: Callable | None = None, stop=None, verify=True, eps=1e-8, batch_size=None,
          rows_per_pass=None, profile=False, patience_on="loss", lean=True, checkpoint=None,
-         checkpoint_every=60.0) -> CramResult:
+         checkpoint_every=60.0, init_scale="inputs") -> CramResult:
     """Cram target strings into m memory vectors each; see the module docstring.
 
     model: a transformers causal LM (a LoadedModel is unwrapped); its weights are not changed.
@@ -1027,7 +1045,9 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
     seed: with the target ids, seeds each string's initial memory (``string_seed``).
     autocast_dtype: None (model dtype) or "bfloat16"/"float16" autocast (weights stay as they are;
         loading the model in bf16 is cheaper: see accesslib.models.loading.load_model).
-    init_std: absolute std of the initial memory; default ``init_std_of(model)``.
+    init_std: absolute std of the initial memory; default ``init_std_of(model, init_scale)``.
+    init_scale: "inputs" (default) or "weights" ([A]'s code): whether that default includes the
+        embedding layer's scale (:data:`INIT_SCALES`; they differ for Gemma only).
     batch_size: at most this many strings active at once (continuous batching: finished strings
         are replaced from the queue); default :func:`default_batch_size`.
     rows_per_pass: at most this many rows per forward/backward pass (default: by LOGITS_BUDGET);
@@ -1049,7 +1069,8 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
     check_token_ids("prefix_ids", prefix_ids)
     prefix = token_ids(prefix_ids, "prefix_ids")
     _validate_settings(model, m, prefix, lr, betas, weight_decay, max_steps, patience, schedule, stop,
-                       seed, init_std, eps, on_step, on_string, batch_size, rows_per_pass, patience_on)
+                       seed, init_std, eps, on_step, on_string, batch_size, rows_per_pass, patience_on,
+                       init_scale)
     tl = _target_list(targets)
     ms = list(m) if isinstance(m, (list, tuple)) else [int(m)] * len(tl)
     if len(ms) != len(tl):
@@ -1060,7 +1081,7 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
                           on_step=on_step, on_string=on_string, stop=stop, verify=verify, eps=eps,
                           batch_size=batch_size, rows_per_pass=rows_per_pass, profile=profile,
                           patience_on=patience_on, lean=lean, checkpoint=checkpoint,
-                          checkpoint_every=checkpoint_every)
+                          checkpoint_every=checkpoint_every, init_scale=init_scale)
     for i, (ids, mi) in enumerate(zip(tl, ms)):    # each target checked here, before anything runs
         key = None if checkpoint is None else "cram:" + hashlib.sha256(
             repr((int(mi), [int(t) for t in ids.tolist()])).encode()).hexdigest()

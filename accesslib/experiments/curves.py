@@ -70,6 +70,8 @@ def hashed_settings(protocol: str | Mapping[str, Any] = "paper", overrides: Mapp
         out.pop("patience_on")
     if not out.get("add_special_tokens", True):   # the targets every stored row had before it was one
         out.pop("add_special_tokens")
+    if out.get("init_scale") == "inputs":    # the initial memory every stored row had before it was one
+        out.pop("init_scale")
     schedule = out.get("schedule")
     if schedule is not None and (not isinstance(schedule, str) or schedule not in SCHEDULES):
         # a callable's name (or repr) differs between processes and runs: a resumed run would

@@ -239,7 +239,27 @@ def test_gemma_init_respects_embedding_scale():
     assert init_std_of(lm.model) == pytest.approx(float(w.std()) * 4.0, rel=1e-5)
     r = cram(lm, torch.tensor([[1, 2]]), 3, max_steps=0)
     assert r.settings["init_std"] == pytest.approx(float(w.std()) * 4.0, rel=1e-5)
+    assert r.settings["init_scale"] == "inputs"
     assert float(r.strings[0].memory.std()) == pytest.approx(float(w.std()) * 4.0, rel=0.5)
+    # [A]'s code ([K]'s MemoryCell): the matrix's own std, 4 = sqrt(16) times smaller here
+    assert init_std_of(lm.model, "weights") == pytest.approx(float(w.std()), rel=1e-5)
+    r = cram(lm, torch.tensor([[1, 2]]), 3, max_steps=0, init_scale="weights")
+    assert r.settings["init_std"] == pytest.approx(float(w.std()), rel=1e-5) and r.settings["init_scale"] == "weights"
+    same = cram(lm, torch.tensor([[1, 2]]), 3, max_steps=0)
+    assert torch.allclose(r.strings[0].memory * 4.0, same.strings[0].memory, rtol=1e-5)   # same draw, scaled
+    with pytest.raises(ValueError, match="init_scale must be one of 'inputs', 'weights'; got 'embedding'"):
+        cram(lm, torch.tensor([[1, 2]]), 3, max_steps=0, init_scale="embedding")
+    with pytest.raises(ValueError, match="init_scale must be one of"):
+        init_std_of(lm.model, "embedding")
+
+
+def test_the_paper_protocol_draws_the_memory_as_the_published_code_does():
+    from accesslib.engine.cramming import PROTOCOLS, protocol_settings
+    assert PROTOCOLS["paper"]["init_scale"] == "weights" and PROTOCOLS["fast"]["init_scale"] == "inputs"
+    lm = tiny_model("gemma3", d=16, vocab_size=32, seed=0)
+    w = lm.model.get_input_embeddings().weight
+    r = cram(lm, torch.tensor([[1, 2, 3]]), 1, **dict(protocol_settings("paper"), max_steps=0))
+    assert r.settings["init_std"] == pytest.approx(float(w.std()), rel=1e-5)
 
 
 def test_bf16_autocast_on_cpu(neox):
@@ -261,7 +281,7 @@ def test_schedules_and_protocols():
     assert lr_factor(lambda s, t: 0.5, 3, 10) == 0.5
     assert PROTOCOLS["paper"] == dict(lr=1e-2, betas=(0.9, 0.9), weight_decay=0.01, max_steps=3000,
                                       patience=500, schedule=None, first_token_as_input=True,
-                                      patience_on="accuracy")
+                                      patience_on="accuracy", init_scale="weights")
     assert set(PROTOCOLS["fast"]) == set(PROTOCOLS["paper"])
 
 

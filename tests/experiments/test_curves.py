@@ -63,14 +63,20 @@ def test_protocol_hash_is_pinned():
     # stores and shipped bundles key their rows by these hashes: the same settings must give
     # the same hash forever (values computed before the hash had one function)
     pytest.importorskip("torch")
-    # "paper" changed once, on purpose: its patience now watches the teacher-forced accuracy, as
-    # the published code does (patience_on="accuracy"); "loss" is left out of the hash
-    assert E.protocol_hash_for("paper") == "cbae5bd1e8a465bd"
+    # "paper" changed twice, on purpose: its patience watches the teacher-forced accuracy, as
+    # the published code does (patience_on="accuracy"; "loss" is left out of the hash), and its
+    # initial memory has the std of the embedding matrix itself (init_scale="weights"; "inputs",
+    # the rule of every row stored before, is left out): the rows of the earlier "paper" stay
+    # reachable under init_scale="inputs"
+    assert E.protocol_hash_for("paper") == "6ce59ba67f70ba50"
+    assert E.protocol_hash_for("paper", {"init_scale": "inputs"}) == "cbae5bd1e8a465bd"
+    assert "init_scale" not in E.hashed_settings("fast") and E.hashed_settings("paper")["init_scale"] == "weights"
     assert E.protocol_hash_for("fast") == "72513ca5cda23e34"
     assert E.protocol_hash_for("fast", {"max_steps": 30}) == "b3f5c7402d754e2b"
     assert E.protocol_hash_for("fast", {"max_steps": 30, "patience": None}) == "b3f5c7402d754e2b"
-    assert E.protocol_hash_for("paper", {"max_steps": 1000}, text="hello world") == "defce6e70a52e2b4"
-    settings = E.hashed_settings("paper", {"max_steps": 1000}, text="hello world")
+    assert E.protocol_hash_for("paper", {"max_steps": 1000, "init_scale": "inputs"},
+                               text="hello world") == "defce6e70a52e2b4"
+    settings = E.hashed_settings("paper", {"max_steps": 1000, "init_scale": "inputs"}, text="hello world")
     assert settings["max_steps"] == 1000 and len(settings["source_text"]) == 8
     from accesslib.results.store import protocol_hash
     assert protocol_hash(settings) == "defce6e70a52e2b4"

@@ -77,15 +77,15 @@ CASES = [
     ("unknown-engine", _engine("{protocol: fast, max_stpes: 3}"),
      "engine keys must be among protocol, prefix_ids, first_token_as_input, lr, betas, weight_decay, "
      "max_steps, patience, schedule, autocast_dtype, init_std, verify, eps, batch_size, rows_per_pass, profile, "
-     "patience_on, checkpoint_every, add_special_tokens; got ['max_stpes']"),
+     "patience_on, checkpoint_every, init_scale, add_special_tokens; got ['max_stpes']"),
     ("engine-seed-is-the-sweeps", _engine("{seed: 3}"),
      "engine keys must be among protocol, prefix_ids, first_token_as_input, lr, betas, weight_decay, "
      "max_steps, patience, schedule, autocast_dtype, init_std, verify, eps, batch_size, rows_per_pass, profile, "
-     "patience_on, checkpoint_every, add_special_tokens; got ['seed']"),
+     "patience_on, checkpoint_every, init_scale, add_special_tokens; got ['seed']"),
     ("unknown-engine-protocol-mapping", _engine("{protocol: {lr: 0.1, step: 3}}"),
      "engine.protocol keys must be among prefix_ids, first_token_as_input, lr, betas, weight_decay, "
      "max_steps, patience, schedule, autocast_dtype, init_std, verify, eps, batch_size, rows_per_pass, profile, "
-     "patience_on, checkpoint_every, add_special_tokens; got ['step']"),
+     "patience_on, checkpoint_every, init_scale, add_special_tokens; got ['step']"),
     ("unknown-search", BASE + "m: [1]\nsearch: {method: bisect, steps: 3}\n",
      "search options must be among method, pilot, precision, max_length, start; got ['steps']"),
     ("unknown-range-key", BASE + "m: [1]\nlengths: {start: 1, stop: 4, every: 2}\n",
@@ -380,7 +380,7 @@ def test_a_callable_schedule_is_refused_by_the_settings_hash():
             call()
         assert str(e.value).startswith(SCHEDULE_MESSAGE) or str(e.value).endswith("got 'linear'")
     # declared names (and None) hash as before: the pinned values do not move
-    assert protocol_hash_for("paper") == "cbae5bd1e8a465bd"   # patience_on="accuracy" since 0.3
+    assert protocol_hash_for("paper") == "6ce59ba67f70ba50"   # init_scale="weights" since 0.3
     assert protocol_hash_for("fast") == "72513ca5cda23e34"
     assert protocol_hash_for("fast", {"max_steps": 30}) == "b3f5c7402d754e2b"
     assert protocol_hash_for("fast", {"schedule": "warmup_cosine"}) == protocol_hash_for("fast")
