@@ -14,6 +14,7 @@ Chromium is Debian's ``/usr/bin/chromium`` driven by Playwright for Python (neve
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import signal
@@ -212,6 +213,22 @@ def fast_bundle(tmp_path_factory):
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return bundles.load("cram", embedded.DEFAULT, out)
+
+
+def _load_script(relpath):
+    """A script of the repository (``scripts/make_bundles.py``, ``benchmarks/gpu_check.py``, ...)
+    imported as a module from its path (the scripts are not a package)."""
+    path = ROOT / relpath
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="session")
+def load_script():
+    """``load_script("scripts/make_bundles.py")``: the script as a module (see _load_script)."""
+    return _load_script
 
 
 @pytest.fixture(scope="module")

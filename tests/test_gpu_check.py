@@ -112,10 +112,8 @@ def test_markdown_table(quick_run):
     assert md.count("| Gemma-3-1B |") == 3 and "all passed: True" in md
 
 
-def test_time_guard_skips_and_says_so(tmp_path):
-    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
-    gc = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gc)
+def test_time_guard_skips_and_says_so(tmp_path, load_script):
+    gc = load_script("benchmarks/gpu_check.py")
     report = gc.main(["--device", "cpu", "--quick", "--budget", "0", "--out", str(tmp_path)])
     assert set(report["sections"]) == {"checks", "embedded", "throughput"}
     for sec in report["sections"].values():

@@ -1,7 +1,6 @@
 """benchmarks/runs/runs.sh, the long real-model runs of issue 18: every run's arguments are a
 valid make_bundles.py command line (a typo would only show hours into a session otherwise), and
 bad input is refused with a message naming it."""
-import importlib.util
 import os
 import subprocess
 from pathlib import Path
@@ -18,11 +17,8 @@ def _runs(*argv):
 
 
 @pytest.fixture(scope="module")
-def make_bundles():
-    spec = importlib.util.spec_from_file_location("make_bundles_runs", ROOT / "scripts" / "make_bundles.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def make_bundles(load_script):
+    return load_script("scripts/make_bundles.py")
 
 
 def test_every_run_is_a_valid_make_bundles_command(make_bundles):

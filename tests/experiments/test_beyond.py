@@ -216,15 +216,9 @@ def test_conclusion_states_what_was_measured():
     assert beyond.conclusion([], {}) == ""
 
 
-def test_make_bundles_beyond_table(tmp_path, monkeypatch):
+def test_make_bundles_beyond_table(tmp_path, monkeypatch, load_script):
     """scripts/make_bundles.py writes the twins' section of docs/cramming-results.md from the bundles."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "scripts" / "make_bundles.py"
-    spec = importlib.util.spec_from_file_location("make_bundles", path)
-    mb = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mb)
+    mb = load_script("scripts/make_bundles.py")
     b = _radius_bundle("tiny-mamba-d64-v257", "mamba", [3.9, 3.95, 3.99, 4.0], [1.0, 4.0, 16.0, 64.0],
                        ssm=[0.1] * 4, cap=4.0)
     bundles.save(b, tmp_path)

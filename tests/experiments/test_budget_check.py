@@ -1,6 +1,5 @@
 """Budget convergence as a measured property: bundling.budget_check, bundles.budget_status and
 scripts/make_bundles.py --with-budget-check / --add-budget-check, on the default embedded model."""
-import importlib.util
 import json
 import math
 import subprocess
@@ -265,7 +264,7 @@ def test_ladder_verdict_and_words():
     assert bundles.ladder_text({}) == ""
 
 
-def test_make_bundles_add_budget_ladder(tmp_path):
+def test_make_bundles_add_budget_ladder(tmp_path, load_script):
     """--add-budget-ladder adds the ladder to an existing bundle and nothing else; the results
     table shows it; a missing or malformed --ladder is refused in one line."""
     store = str(tmp_path / "s.sqlite")
@@ -282,9 +281,7 @@ def test_make_bundles_add_budget_ladder(tmp_path):
     assert [(r["max_steps"], r["patience"]) for r in lad["rungs"]] == [(40, b["settings"]["patience"]), (120, 60)]
     assert lad["rungs"][1]["strings_crammed"] == sum(lad["rungs"][1]["totals"]) > 0
     assert bundles.ladder_text(b2) in proc.stdout
-    spec = importlib.util.spec_from_file_location("make_bundles", SCRIPT)
-    mb = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mb)
+    mb = load_script("scripts/make_bundles.py")
     table = "\n".join(mb.budget_table([embedded.DEFAULT], tmp_path))
     assert mb.parse_budgets(["500/100", "4500/900:10,16,24"], None) == [(500, 100), (4500, 900, [10, 16, 24])]
     assert "### Budget ladders: n50 by step budget" in table
@@ -366,15 +363,9 @@ def test_a_rung_past_the_grid_is_a_one_sided_n50():
     assert [bundles.rung_shift_text(r) for r in rungs] == ["yes (+3.3)", "yes (at least +2.0)", "-"]
 
 
-def test_the_results_table_shows_a_rung_past_the_grid(tmp_path):
+def test_the_results_table_shows_a_rung_past_the_grid(tmp_path, load_script):
     """scripts/make_bundles.py's ladder table writes a one-sided n50 and an at-least shift."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "scripts" / "make_bundles.py"
-    spec = importlib.util.spec_from_file_location("make_bundles", path)
-    mb = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mb)
+    mb = load_script("scripts/make_bundles.py")
     b = bundles.load("cram", "smollm2-135m")
     rungs = [dict(max_steps=1500, patience=300, lengths=[10, 20], successes=[5, 2], totals=[6, 6], n50=16.8,
                   stderr=1.6, shipped=True),

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import math
 import re
@@ -20,16 +19,9 @@ REQUIRED_FIELDS = ("name", "architecture", "d", "vocab_size", "layers", "heads",
                    "torch_version", "transformers_version", "corpus", "loss_curve")
 
 
-def _load_script(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.fixture(scope="module")
-def train_tiny():
-    return _load_script("train_tiny")
+def train_tiny(load_script):
+    return load_script("scripts/train_tiny.py")
 
 
 # ----------------------------------------------------------------------------- corpus

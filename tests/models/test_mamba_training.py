@@ -1,7 +1,6 @@
 """The training script's Mamba path (scripts/train_tiny.py --arch mamba) and the shipped Mamba twin."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -17,11 +16,8 @@ TWIN = "tiny-mamba-d64-v257"
 
 
 @pytest.fixture(scope="module")
-def train_tiny():
-    spec = importlib.util.spec_from_file_location("train_tiny", ROOT / "scripts" / "train_tiny.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def train_tiny(load_script):
+    return load_script("scripts/train_tiny.py")
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
