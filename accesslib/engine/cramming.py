@@ -328,8 +328,7 @@ def _validate_settings(model, m, prefix, lr, betas, weight_decay, max_steps, pat
     check_int("patience", patience, 1)
     if patience_on not in PATIENCE_ON:
         fail("patience_on", f"one of {', '.join(map(repr, PATIENCE_ON))}", patience_on)
-    if init_scale not in INIT_SCALES:
-        fail("init_scale", f"one of {', '.join(map(repr, INIT_SCALES))}", init_scale)
+    check_choice("init_scale", init_scale, INIT_SCALES)
     if batch_size is not None:
         check_int("batch_size", batch_size, 1)
     if rows_per_pass is not None:
