@@ -79,10 +79,15 @@ def bundle_caveats(bundle) -> dict:
                 budget_factor=factor)
 
 
+def _strings_text(cav) -> str:
+    """Strings per length of :func:`bundle_caveats`: "16", "4-32", or "?"."""
+    lo, hi = cav["strings_min"], cav["strings_max"]
+    return "?" if lo is None else f"{lo}" if lo == hi else f"{lo}-{hi}"
+
+
 def caveats_html(cav) -> str:
     """The caveats of :func:`bundle_caveats` as short HTML lines."""
-    strings = ("?" if cav["strings_min"] is None else f"{cav['strings_min']}" if cav["strings_min"] == cav["strings_max"]
-               else f"{cav['strings_min']}-{cav['strings_max']}")
+    strings = _strings_text(cav)
     steps = "?" if cav["max_steps"] is None else f"{cav['max_steps']:,}"
     lines = [f"targets: {html.escape(cav['targets'])}",
              f"at most {steps} optimisation steps per string ([A]: up to {PAPER_MAX_STEPS:,})",
@@ -123,8 +128,7 @@ def published_html(match, bundle) -> str:
     settings = bundle.get("settings") or {}
     steps = settings.get("max_steps")
     dtype = (bundle.get("facts") or {}).get("dtype", "?")
-    totals = [t for c in bundle.get("curves") or [] for t in c.get("totals") or []]
-    strings = "?" if not totals else f"{min(totals)}" if min(totals) == max(totals) else f"{min(totals)}-{max(totals)}"
+    strings = _strings_text(bundle_caveats(bundle))
     protocol = (f"here {html.escape(str(bundle.get('protocol')))} protocol, at most "
                 f"{'?' if steps is None else f'{steps:,}'} steps, {strings} strings per length, "
                 f"{html.escape(str(dtype))} on a CPU; [A]: at most {PAPER_MAX_STEPS:,} steps, 20 strings per length, "
