@@ -643,6 +643,7 @@ def _run_store_summary(args) -> int:
         steps = sorted(k["steps"] for k in kept)
         print(f"{len(kept)} strings kept mid-way (steps {steps[0]}-{steps[-1]}, last kept {kept[-1]['updated_at']}): "
               "the run that crammed them resumes them when started again")
+        _print_kept_progress(store)
     if not rows:
         return 0
     table = [("model", "m", "source", "protocol", "strings", "successes", "lengths", "n50 +- stderr")]
@@ -658,11 +659,39 @@ def _run_store_summary(args) -> int:
         proto = r["protocol_hash"] + (f" {r['protocol']}" if r["protocol"] else "")
         table.append((r["model"], str(r["m"]), r["source"], proto, str(r["strings"]), str(r["successes"]),
                       f"{r['n_min']}-{r['n_max']} ({r['lengths']})", n50))
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    right = {1, 4, 5}
-    for row in table:
-        print("  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip())
+    _print_table(table, right={1, 4, 5})
     return 0
+
+
+def _print_table(table, right=(), indent="") -> None:
+    """Rows of strings in aligned columns (the columns in ``right`` aligned right)."""
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for row in table:
+        print(indent + "  ".join(c.rjust(w) if i in right else c.ljust(w)
+                                 for i, (c, w) in enumerate(zip(row, widths))).rstrip())
+
+
+def _print_kept_progress(store) -> None:
+    """Where the strings kept mid-way stand, per (m, n): steps, best loss and best teacher-forced
+    accuracy so far (nothing when torch, which reads the states, is missing)."""
+    import statistics
+
+    try:
+        from accesslib.engine.cramming import kept_progress
+    except ImportError:
+        return
+    got = kept_progress(store)
+    table = [("m", "n", "kept", "steps", "best loss", "best teacher-forced accuracy (min / median / max)")]
+    for g in got["lengths"]:
+        acc = g["best_accuracy"]
+        table.append((str(g["m"]), str(g["n"]), str(g["strings"]),
+                      f"{g['steps'][0]}" + (f"-{g['steps'][1]}" if g["steps"][1] != g["steps"][0] else ""),
+                      f"{g['best_loss']:.3g}",
+                      f"{acc[0]:.2f} / {statistics.median(acc):.2f} / {acc[-1]:.2f}" if acc else "- (not tracked)"))
+    if len(table) > 1:
+        _print_table(table, right={0, 1, 2, 3, 4}, indent="  ")
+    if got["unreadable"]:
+        print(f"  {got['unreadable']} kept states could not be read (damaged, or written by another program)")
 
 
 def _run_store_merge(args) -> int:

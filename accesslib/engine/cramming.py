@@ -28,15 +28,20 @@ optimising.
 ``StringResult.tf_success`` and ``StringResult.success`` keep both verdicts.
 
 Protocols (``PROTOCOLS``): "paper" is the published one ([A] following [K]): init normal * std
-of the input embeddings (times the embedding layer's own scale, e.g. sqrt(d) for Gemma), AdamW
-lr 1e-2, betas (0.9, 0.9), weight decay 0.01, at most 3000 steps, patience 500. "fast" is ours; the
-evidence for it is in ``FAST_EVIDENCE`` below and in benchmarks/cramming_throughput.py.
+of the embedding matrix (as [K]'s MemoryCell draws it: without the embedding layer's own scale,
+e.g. sqrt(d) for Gemma), AdamW lr 1e-2, betas (0.9, 0.9), weight decay 0.01, at most 3000 steps,
+patience 500 on teacher-forced accuracy. "fast" is ours; the evidence for it is in
+``FAST_EVIDENCE`` below and in benchmarks/cramming_throughput.py.
+
+An interrupted run keeps each unfinished string's state in its results store;
+:func:`kept_progress` says where those strings stand (steps, best loss and accuracy so far).
 """
 from __future__ import annotations
 
 import hashlib
 import io
 import math
+import statistics
 import threading
 import time
 from contextlib import contextmanager
@@ -796,9 +801,10 @@ class CramSession:
             finite = torch.isfinite(lv)
             improved = finite & (lv < st["best"])
             st["best"] = torch.where(improved, lv, st["best"])
+            better_acc = finite & (acc > st["best_acc"])   # kept for every protocol (progress)
+            st["best_acc"] = torch.where(better_acc, acc, st["best_acc"])
             if self.patience_on == "accuracy":
-                improved = finite & (acc > st["best_acc"])
-                st["best_acc"] = torch.where(improved, acc, st["best_acc"])
+                improved = better_acc
             st["best_step"] = torch.where(improved, steps, st["best_step"])
             st["tf_seen"] |= tf_ok & finite
             stale = (steps - st["best_step"]) >= self.patience
@@ -1091,3 +1097,34 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
                                   n=lens[0] if len(lens) == 1 else lens, B=len(tl))
     session.run()
     return session.result(m=ms[0] if len(set(ms)) == 1 else ms)
+
+
+def kept_progress(store) -> dict:
+    """Where the strings a cram kept mid-way in ``store`` stand (an interrupted run, or one still
+    running): ``{"lengths": [...], "unreadable": k}``, one entry per (m, n) in that order with
+    ``m``, ``n``, ``strings``, ``steps`` (min, max), ``best_loss`` (median over the strings of each
+    one's best mean cross-entropy so far) and ``best_accuracy`` (each string's best teacher-forced
+    token accuracy so far, sorted; strings whose run did not track it are left out of it);
+    ``unreadable`` counts states that could not be read. Needs no model: ``accesslib store
+    summary`` prints it under "kept mid-way"."""
+    if not all(callable(getattr(store, name, None)) for name in ("inflight", "load_inflight")):
+        fail_short("store", "a results store (inflight, load_inflight)", store)
+    groups: dict[tuple[int, int], list[dict]] = {}
+    unreadable = 0
+    for row in store.inflight():
+        try:
+            kept = torch.load(io.BytesIO(store.load_inflight(row["key"])), weights_only=True)
+            key = (int(kept["m"]), len(kept["ids"]))
+            float(kept["best"]), int(kept["step"])
+        except Exception:   # a damaged or foreign state: counted, never guessed at
+            unreadable += 1
+            continue
+        groups.setdefault(key, []).append(kept)
+    lengths = []
+    for (m, n), states in sorted(groups.items()):
+        steps = [int(k["step"]) for k in states]
+        accs = sorted(float(k["best_acc"]) for k in states if float(k.get("best_acc", -1.0)) >= 0)
+        lengths.append(dict(m=m, n=n, strings=len(states), steps=(min(steps), max(steps)),
+                            best_loss=statistics.median(float(k["best"]) for k in states),
+                            best_accuracy=accs))
+    return dict(lengths=lengths, unreadable=unreadable)

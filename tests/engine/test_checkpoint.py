@@ -140,3 +140,49 @@ def test_an_interrupted_curve_resumes_through_its_store(tmp_path):
     want = {(r["n"], r["sample"]): (r["success"], r["steps"]) for r in ResultsStore(tmp_path / "whole.sqlite").rows()}
     assert got == want and ResultsStore(copy).inflight() == []
     assert ResultsStore(path).inflight() == kept          # the backup left the original as it was
+
+
+def test_kept_progress_says_where_each_kept_string_stands(neox, tmp_path, monkeypatch, capsys):
+    """Steps, best loss and best teacher-forced accuracy of the strings an interrupted run kept, per
+    length, as the engine saw them (accuracy recorded here from each step's own forward pass), also
+    under the "loss" patience of KW, and printed by `accesslib store summary`."""
+    from accesslib.cli import main
+    T = targets(seed=11, lens=(5, 6, 6))
+    accs, best = [], []
+    real = cramming.CramSession._forward_backward
+
+    def forward_backward(self, want_grad):
+        lv, ncorrect, grad = real(self, want_grad)
+        if want_grad:
+            accs.append((ncorrect.float() / self._state["n_pred"]).tolist())
+        return lv, ncorrect, grad
+
+    monkeypatch.setattr(cramming.CramSession, "_forward_backward", forward_backward)
+    count, stop = stop_after(25)
+    store = ResultsStore(tmp_path / "s.sqlite")
+    cut = cram(neox, T, 1, checkpoint=store, stop=stop, on_step=lambda i: (count(i), best.append(i.best_losses)), **KW)
+    assert cut.strings == [] and len(accs) == 25     # all three kept, every step seen
+    top = [max(step[j] for step in accs) for j in range(3)]
+    got = cramming.kept_progress(store)
+    assert got["unreadable"] == 0
+    five, six = got["lengths"]
+    assert (five["m"], five["n"], five["strings"], five["steps"]) == (1, 5, 1, (25, 25))
+    assert (six["m"], six["n"], six["strings"], six["steps"]) == (1, 6, 2, (25, 25))
+    assert five["best_loss"] == pytest.approx(best[-1][0])
+    assert six["best_loss"] == pytest.approx((best[-1][1] + best[-1][2]) / 2)
+    assert five["best_accuracy"] == pytest.approx([top[0]])
+    assert six["best_accuracy"] == pytest.approx(sorted(top[1:]))
+    assert all(0 <= a <= 1 for a in top) and max(top) > 0
+    # a damaged state is counted, not read
+    store.save_inflight({"damaged": (b"not a state", 3)})
+    assert cramming.kept_progress(store)["unreadable"] == 1
+    assert main(["store", "summary", "--store", str(store.path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].startswith("4 strings kept mid-way (steps 3-25")
+    assert out[2].split()[:5] == ["m", "n", "kept", "steps", "best"]
+    row6 = out[4].split()
+    assert row6[:4] == ["1", "6", "2", "25"] and float(row6[4]) == pytest.approx(six["best_loss"], rel=1e-2)
+    assert " ".join(row6[5:]) == f"{min(top[1:]):.2f} / {sum(top[1:]) / 2:.2f} / {max(top[1:]):.2f}"
+    assert out[5] == "  1 kept states could not be read (damaged, or written by another program)"
+    with pytest.raises(ValueError, match="store must be a results store"):
+        cramming.kept_progress(object())
