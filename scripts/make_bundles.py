@@ -18,6 +18,8 @@ bundles (``--table-only`` does just that).
         --store scratch/budget-tiny-d32-v257.sqlite   # n50 at m = 1 and the largest m with 3x the budget
     python scripts/make_bundles.py --add-budget-ladder smollm2-135m --ladder 500/100 1500/300 4500/900 \
         --ladder-lengths 10 13 16 20 --store s.sqlite   # n50 at m = 1 by step budget: where it settles
+    python scripts/make_bundles.py --add-budget-ladder gemma-3-270m --ladder 1000/500 \
+        --store gemma.sqlite   # [A]'s protocol: a smaller budget read from the bundle's own strings
 """
 from __future__ import annotations
 
@@ -181,15 +183,19 @@ def budget_table(names, directory=None) -> list[str]:
                 "--add-budget-ladder MODEL --ladder STEPS/PATIENCE ...`): where does n50 stop moving? Each budget",
                 "is compared with the first one that has at least 3 times its steps (*moved*: by more than the",
                 "combined standard error; the shift in those units). Where every string crammed at a budget's",
-                "longest length, its n50 is only known to lie beyond it (> n): moved *at least* so far.", "",
+                "longest length, its n50 is only known to lie beyond it (> n): moved *at least* so far. Under",
+                "a protocol without a schedule ([A]'s), a smaller budget with the same patience is read from",
+                "the steps the bundle's own strings took: a shorter run is a prefix of the longer one.", "",
                 "| model | m | steps, patience | lengths | crammed / strings per length | n50 | against | moved (stderr) |",
                 "|---|---|---|---|---|---|---|---|"]
         for name, lad in ladders:
             for r in lad["rungs"]:
                 counts = ", ".join(f"{s}/{t}" for s, t in zip(r["successes"], r["totals"]))
                 against = "-" if r.get("compared_with") is None else f"{r['compared_with']:,} steps"
-                out.append(f"| {name} | {lad['m']} | {r['max_steps']:,}, {r['patience']:,}"
-                           f"{' (shipped)' if r.get('shipped') else ''} | {', '.join(map(str, r['lengths']))} | "
+                note = (" (shipped)" if r.get("shipped") else
+                        f" (read from the {r['derived_from']:,}-step run)" if r.get("derived_from") else "")
+                out.append(f"| {name} | {lad['m']} | {r['max_steps']:,}, {r['patience']:,}{note}"
+                           f" | {', '.join(map(str, r['lengths']))} | "
                            f"{counts} | {bundles.rung_n50_text(r)} | {against} | {bundles.rung_shift_text(r)} |")
             out += ["", f"{name}: {bundles.ladder_text({'budget_ladder': lad})}"]
     return out
@@ -285,14 +291,15 @@ def _add_budget_ladder(a, command):
     """--add-budget-ladder: n50 at --ladder-m by step budget for shipped bundles (the strings of each
     budget from --store where an earlier run left them), nothing else re-measured."""
     from accesslib.experiments import bundling
-    from accesslib.models.loading import load_model
     from accesslib.results import bundles
     from accesslib.results.store import ResultsStore
 
     store = ResultsStore(a.store) if a.store else ResultsStore()
     for name in a.add_budget_ladder:
         b = bundles.load("cram", name, a.out)
-        lad = bundling.budget_ladder(load_model(name), b, a.ladder, a.ladder_m, lengths=a.ladder_lengths,
+        # the model is loaded by name only where a rung crams (smaller budgets of a schedule-free
+        # protocol are read from the bundle's own strings)
+        lad = bundling.budget_ladder(name, b, a.ladder, a.ladder_m, lengths=a.ladder_lengths,
                                      store=store, progress=True, command=command)
         b = bundles.load("cram", name, a.out)   # re-read: keep what another step wrote meanwhile
         b["budget_ladder"] = lad
@@ -457,7 +464,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="add a budget ladder (n50 at --ladder-m by step budget) to these existing bundles")
     p.add_argument("--ladder", nargs="+", default=None, metavar="STEPS/PATIENCE",
                    help="--add-budget-ladder: the budgets besides the bundle's own, e.g. 500/100 1500/300 "
-                        "(4500/900:10,16,24: that budget at lengths of its own)")
+                        "(4500/900:10,16,24: that budget at lengths of its own); under a protocol without a "
+                        "schedule (paper), a budget below the bundle's with its patience is read from the "
+                        "bundle's own strings in --store, nothing crammed")
     p.add_argument("--ladder-m", type=int, default=1, help="--add-budget-ladder: the m (default 1)")
     p.add_argument("--ladder-lengths", nargs="+", type=int, default=None, metavar="N",
                    help="--add-budget-ladder of a grid bundle: the lengths of the larger budgets "

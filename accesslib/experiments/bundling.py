@@ -11,6 +11,7 @@ import math
 import time
 from datetime import datetime, timezone
 
+from accesslib._checks import fail
 from accesslib.config import hardware
 from accesslib.models import facts
 from accesslib.results.bundles import (
@@ -21,6 +22,7 @@ from accesslib.results.bundles import (
     geometry_record,
     slope_record,
 )
+from accesslib.results.store import ResultsStore
 
 
 def crammed_memory(lm, n: int, *, source: str = "tokens", seed: int = 0, tries: int = 4,
@@ -339,6 +341,62 @@ def ladder_verdict(rungs: list[dict]) -> dict:
                 still_moving=bool(not settled and compared and compared[-1]["moved"] is True))
 
 
+def derived_rung(store, bundle: dict, m: int, max_steps: int) -> dict:
+    """The bundle's own curve at ``m`` as a run stopped at ``max_steps`` would have measured it,
+    read from the steps its strings took (``store`` must hold them): a string counts as crammed
+    when it crammed within ``max_steps`` steps. No string is crammed again.
+
+    Exact only where a shorter run is a prefix of the longer one: a protocol without a schedule
+    (the learning rate does not depend on max_steps, e.g. "paper") and the same patience, whose
+    stops happen at the same steps in both (the engine draws each string's start from the string
+    alone). One difference remains, in the shorter run's favour: at its last step it asks greedy
+    decoding about every string that is teacher-forced right, where the longer run may still be
+    waiting (at most 64 steps) after a greedy check that failed; a derived rung can count such a
+    string as not crammed. Returns a ladder rung (see :func:`budget_ladder`) with ``derived_from``
+    the bundle's max_steps."""
+    from accesslib._checks import check_int
+    from accesslib.experiments.curves import protocol_hash_for
+    from accesslib.theory.stats import fit_n50
+
+    settings = _base_settings(bundle["settings"], from_json=True)
+    steps0, patience0 = int(settings["max_steps"]), int(settings["patience"])
+    max_steps = check_int("max_steps", max_steps, 1)
+    if max_steps >= steps0:
+        fail("max_steps", f"below the bundle's {steps0} to be read from its strings", max_steps)
+    if settings.get("schedule") is not None:
+        raise ValueError(f"a {max_steps}-step rung cannot be read from the {steps0}-step strings: their "
+                         f"learning-rate schedule ({settings['schedule']!r}) stretches with max_steps, so a "
+                         "shorter run is not a prefix of the longer one; measure it (give its own budget)")
+    own = {int(c["m"]): c for c in bundle["curves"]}
+    if m not in own:
+        raise ValueError(f"m must be among the bundle's measured m {sorted(own)}; got {m}")
+    if store is None:
+        raise ValueError(f"a {max_steps}-step rung is read from the steps of the bundle's strings: give the "
+                         "results store they were crammed into (store=..., --store)")
+    if not isinstance(store, ResultsStore):
+        store = ResultsStore(store)
+    ph = protocol_hash_for(settings)
+    samples, lengths = int(bundle["samples"]), [int(n) for n in own[m]["lengths"]]
+    successes, totals, short = [], [], []
+    for n in lengths:
+        rows = [r for r in store.rows(model=bundle["model"], m=m, n=n, source=bundle["source"],
+                                      seed=int(bundle.get("seed", 0)), protocol_hash=ph)
+                if r.get("sample") is not None and int(r["sample"]) < samples]
+        if len(rows) != samples:
+            short.append(f"n = {n}: {len(rows)} of {samples}")
+        successes.append(sum(1 for r in rows if r["success"] and int(r["steps"]) <= max_steps))
+        totals.append(len(rows))
+    if short:
+        raise ValueError(f"the store {store.path} lacks strings of {bundle['model']}'s curve at m = {m} "
+                         f"(protocol {ph}; {', '.join(short)}): run the bundle's command with this store first")
+    fit = fit_n50((lengths, successes, totals))
+    n50, se = usable_n50(finite_or_none(fit.n50), finite_or_none(fit.stderr), finite_or_none(fit.k), fit.status,
+                         lengths)
+    return dict(max_steps=max_steps, patience=patience0, lengths=lengths, successes=successes, totals=totals,
+                n50=n50, stderr=se, shipped=False, derived_from=steps0, strings_crammed=0,
+                strings_from_store=sum(totals), **({} if n50 is not None else n50_bounds(successes, totals, lengths)))
+
+
 def budget_ladder(lm, bundle: dict, budgets, m: int = 1, *, lengths=None, store=None, progress: bool = False,
                   on_string=None, batch_size: int | None = None, command: str = "") -> dict:
     """n50 at one m by step budget: the bundle's own curve and the same curve measured again with
@@ -360,7 +418,12 @@ def budget_ladder(lm, bundle: dict, budgets, m: int = 1, *, lengths=None, store=
     ``still_moving``: :func:`ladder_verdict`. An n50 counts only where its fit locates a falling
     curve's midpoint among the lengths measured (else None); a rung without one whose strings all
     crammed at its longest length (or none at its shortest) has ``n50_above`` (``n50_below``) that
-    length instead (:func:`n50_bounds`), e.g. a larger budget that moved n50 past the grid."""
+    length instead (:func:`n50_bounds`), e.g. a larger budget that moved n50 past the grid.
+
+    A budget below the bundle's with the bundle's patience, under a protocol without a schedule
+    ("paper"), is a prefix of the bundle's own run: its rung is read from the steps the bundle's
+    strings took (:func:`derived_rung`, ``derived_from``; ``store`` must hold them) and nothing
+    is crammed. So a bundle measured with [A]'s 3000 steps has its 1000-step rung for free."""
     from accesslib._checks import check_int
     from accesslib.experiments.curves import accessibility_curves
     from accesslib.theory.stats import fit_n50
@@ -400,12 +463,16 @@ def budget_ladder(lm, bundle: dict, budgets, m: int = 1, *, lengths=None, store=
                   successes=list(c0["successes"]), totals=list(c0["totals"]), n50=n50, stderr=se,
                   shipped=True, strings_crammed=None, strings_from_store=None,
                   **({} if n50 is not None else n50_bounds(c0["successes"], c0["totals"], c0["lengths"])))]
-    if isinstance(lm, str):
-        from accesslib.models.loading import load_model
-        lm = load_model(lm)
     name, samples = bundle["model"], int(bundle["samples"])
     t0 = time.perf_counter()
     for steps, patience in sorted(pairs):
+        if steps < steps0 and patience == int(settings["patience"]) and settings.get("schedule") is None \
+                and steps not in own_lengths:   # a prefix of the bundle's own run: read, not crammed
+            rungs.append(derived_rung(store, bundle, m, steps))
+            continue
+        if isinstance(lm, str):    # loaded only for a rung that crams
+            from accesslib.models.loading import load_model
+            lm = load_model(lm)
         at = own_lengths.get(steps, lengths)
         bar = None
         if progress:

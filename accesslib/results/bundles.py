@@ -153,7 +153,9 @@ def budget_status(bundle: dict) -> tuple[str, str]:
     "inconclusive" when a check could not fit n50 (and none moved), "not checked" without one.
     The text says it in a reader's words, with the n50 at both budgets, then the bundle's
     "budget_ladder" (:func:`ladder_text`) where it has one; a ladder without a budget check
-    counts as the check of its shipped rung against the first rung with 3x its steps.
+    counts as the check of its shipped rung against the first rung with 3x its steps, or, where the
+    shipped rung is the largest (smaller budgets read from its own strings), of the smaller rung
+    where n50 settled (else the last comparison made below it).
     """
     rows = []   # (m, n50, n50 at the larger budget, moved, steps, larger steps, factor)
     chk = bundle.get("budget_check")
@@ -170,10 +172,16 @@ def budget_status(bundle: dict) -> tuple[str, str]:
                      steps[0], steps[1], c.get("factor")))
     lad = bundle.get("budget_ladder") or {}
     ship = next((r for r in lad.get("rungs") or [] if r.get("shipped") and r.get("compared_with")), None)
-    if not rows and ship is not None:   # a ladder without a budget check: its shipped rung's comparison
+    if not rows and ship is None:       # the shipped rung is the largest: the comparison below it
+        # that settled (n50 stopped moving before the shipped budget), else the last one made
+        below = [r for r in lad.get("rungs") or [] if r.get("compared_with") is not None]
+        settled = [r for r in below if r["max_steps"] == lad.get("converged_at")]
+        ship = (settled or below[-1:] or [None])[0]
+    if not rows and ship is not None:   # a ladder without a budget check: that rung's comparison
         other = next(r for r in lad["rungs"] if r["max_steps"] == ship["compared_with"])
+        ratio = other["max_steps"] / ship["max_steps"]
         rows.append((int(lad["m"]), ship.get("n50"), other.get("n50"), ship.get("moved"), ship["max_steps"],
-                     other["max_steps"], round(other["max_steps"] / ship["max_steps"], 2)))
+                     other["max_steps"], int(ratio) if ratio == int(ratio) else round(ratio, 2)))
     ladder = ladder_text(bundle)
     if ladder:
         label, text = _budget_status(rows)
@@ -210,7 +218,9 @@ def ladder_text(bundle: dict) -> str:
         return ""
     rungs = lad["rungs"]
     steps = ", ".join(f"{r['max_steps']:,} steps {rung_n50_text(r)}"
-                      + (" (shipped)" if r.get("shipped") else "") for r in rungs)
+                      + (" (shipped)" if r.get("shipped") else "")
+                      + (f" (read from the {r['derived_from']:,}-step run)" if r.get("derived_from") else "")
+                      for r in rungs)
     text = f"n50 at m = {lad['m']} by step budget: {steps}."
     if lad.get("converged_at") is not None:
         at = lad["converged_at"]

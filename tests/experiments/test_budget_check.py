@@ -381,3 +381,66 @@ def test_the_results_table_shows_a_rung_past_the_grid(tmp_path, load_script):
             "yes (at least +2.0) |") in text
     assert "| smollm2-135m | 1 | 4,500, 900 | 10, 20 | 6/6, 6/6 | > 20 (all crammed at 20) | - | - |" in text
     assert "4,500 steps > 20 (all crammed at 20). Still moving from 1,500 to 4,500 steps" in text
+
+
+def test_smaller_budgets_are_read_from_the_steps_of_a_schedule_free_run(tmp_path):
+    """Under [A]'s protocol (no schedule) a run with fewer steps and the same patience is a prefix
+    of a longer one: the ladder reads its rung from the steps the bundle's strings took, crams
+    nothing, needs no model, and gets the same counts as measuring that budget afresh."""
+    from accesslib.experiments.curves import accessibility_curves
+    from accesslib.models.loading import load_model
+
+    store = tmp_path / "s.sqlite"
+    lengths = [2, 3, 4, 5, 6, 7, 8]
+    b = bundling.make_cramming_bundle(embedded.DEFAULT, (1,), samples=6, source="natural", protocol="paper",
+                                      search="grid", lengths={1: lengths}, max_steps=90, patience=90, store=store,
+                                      geometry=False, progress=False)
+    bundles.save(b, tmp_path)
+    saved = json.loads((tmp_path / f"cram-{embedded.DEFAULT}.json").read_text())
+    lad = bundling.budget_ladder(None, saved, [(10, 90), (30, 90)], store=store)   # None: no model loaded
+    r10, r30, r90 = lad["rungs"]
+    assert [r["max_steps"] for r in lad["rungs"]] == [10, 30, 90] and r90["shipped"]
+    lm = load_model(embedded.DEFAULT)
+    for r in (r10, r30):
+        assert r["derived_from"] == 90 and r["patience"] == 90 and r["strings_crammed"] == 0
+        assert r["strings_from_store"] == 42 and r["lengths"] == lengths
+        (fresh,) = accessibility_curves(lm, [1], {1: lengths}, samples=6, source="natural", seed=0, store=store,
+                                        search="grid", protocol="paper", max_steps=r["max_steps"], patience=90)
+        assert fresh.strings_crammed == 42 and r["successes"] == list(fresh.successes)   # exactly the same
+    assert sum(r10["successes"]) < sum(r90["successes"])     # the premise: 10 steps cram fewer
+    assert r10["compared_with"] == 30 and r30["compared_with"] == 90 and r90["compared_with"] is None
+    # the shipped rung is the largest: the status reads the comparison below it
+    label, text = bundles.budget_status(dict(saved, budget_ladder=lad))
+    last = r30 if lad["converged_at"] != 10 else r10
+    want = {True: "budget-limited", False: "converged", None: "inconclusive"}[last["moved"]]
+    assert label == want and f"with {last['max_steps']} steps" in text
+    # what cannot be read from the strings is refused, in words
+    with pytest.raises(ValueError, match=r"max_steps must be below the bundle's 90 to be read from its strings"):
+        bundling.derived_rung(store, saved, 1, 90)
+    with pytest.raises(ValueError, match="give the results store they were crammed into"):
+        bundling.derived_rung(None, saved, 1, 30)
+    with pytest.raises(ValueError, match=r"lacks strings of .* at m = 1 .*n = 2: 0 of 6.*run the bundle's command"):
+        bundling.derived_rung(tmp_path / "empty.sqlite", saved, 1, 30)
+    fast = dict(saved, settings=dict(saved["settings"], schedule="warmup_cosine"))
+    with pytest.raises(ValueError, match="schedule .*stretches with max_steps"):
+        bundling.derived_rung(store, fast, 1, 30)
+
+
+def test_a_read_rung_is_named_in_words_and_in_the_table(tmp_path, load_script):
+    rungs = [dict(max_steps=1000, patience=500, lengths=[12, 18], successes=[5, 1], totals=[6, 6], n50=14.0,
+                  stderr=1.0, shipped=False, derived_from=3000, compared_with=3000, moved=False, shift=0.3),
+             dict(max_steps=3000, patience=500, lengths=[12, 18], successes=[6, 1], totals=[6, 6], n50=14.3,
+                  stderr=1.0, shipped=True, compared_with=None, moved=None, shift=None)]
+    b = dict(kind="cram", model="m-x", budget_ladder=dict(m=1, rungs=rungs, converged_at=1000, still_moving=False))
+    assert bundles.ladder_text(b).startswith(
+        "n50 at m = 1 by step budget: 1,000 steps 14.0 ± 1.0 (read from the 3,000-step run), 3,000 steps "
+        "14.3 ± 1.0 (shipped). It settles at 1,000 steps")
+    label, text = bundles.budget_status(b)
+    assert label == "converged" and "(m = 1: 14.0 with 1000 steps, 14.3 with 3000)" in text
+    assert text.startswith("Converged: with 3x the step budget")
+    b["budget_ladder"].update(converged_at=None, still_moving=True)
+    rungs[0].update(moved=True, n50=10.0)
+    assert bundles.budget_status(b)[0] == "budget-limited"
+    bundles.save(b, tmp_path)
+    table = "\n".join(load_script("scripts/make_bundles.py").budget_table(["m-x"], tmp_path))
+    assert "| m-x | 1 | 1,000, 500 (read from the 3,000-step run) | 12, 18 | 5/6, 1/6 | " in table
