@@ -23,7 +23,7 @@ def make_bundles(load_script):
 
 def test_every_run_is_a_valid_make_bundles_command(make_bundles):
     names = _runs("names").stdout.split()
-    assert names == ["gemma-n50", "smol-tokens", "smol-glove"]
+    assert names == ["gemma-n50", "smol-tokens", "smol-glove", "smol-paper-tokens", "smol-paper-glove"]
     for name in names:
         r = _runs("args", name)
         assert r.returncode == 0, r.stderr
@@ -38,10 +38,15 @@ def test_every_run_is_a_valid_make_bundles_command(make_bundles):
         ["gemma-3-270m"], "paper", "glove100k", True)
     smol = make_bundles.build_parser().parse_args(_runs("args", "smol-tokens").stdout.split())
     assert (smol.max_steps, smol.patience, smol.bos, smol.source) == (4500, 900, True, "tokens")
+    # [A]'s protocol (no schedule) with 3x3 its budget: the 1000- and 3000-step rungs are read
+    # from the same strings (bundling.derived_rung needs the same patience)
+    for name, source in (("smol-paper-tokens", "tokens"), ("smol-paper-glove", "glove100k")):
+        p = make_bundles.build_parser().parse_args(_runs("args", name).stdout.split())
+        assert (p.protocol, p.max_steps, p.patience, p.bos, p.source) == ("paper", 9000, 500, True, source)
 
 
 @pytest.mark.parametrize("argv, msg", [
-    (["start", "gemma-n50,nope"], "unknown run 'nope' (one of: gemma-n50 smol-tokens smol-glove)"),
+    (["start", "gemma-n50,nope"], "unknown run 'nope' (one of: gemma-n50 smol-tokens smol-glove smol-paper-tokens smol-paper-glove)"),
     (["args", "nope"], "unknown run 'nope'"),
 ])
 def test_unknown_runs_are_named_and_nothing_starts(argv, msg, tmp_path):

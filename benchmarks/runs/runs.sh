@@ -16,12 +16,16 @@
 #   smol-tokens   SmolLM2-135M, m = 1, random tokens after BOS, fast protocol, 4500 steps,
 #                 patience 900, n = 10, 13, 16, 20, 24, 28 x 6
 #   smol-glove    SmolLM2-135M, m = 1, glove100k words after BOS, same budget, n = 16, 24, 32, 40 x 6
+#   smol-paper-tokens   SmolLM2-135M, m = 1, random tokens after BOS, [A]'s protocol with 9000 steps
+#                 (patience 500): its 1000- and 3000-step rungs are read from the same strings,
+#                 n = 12, 17, 22, 27, 32 x 6
+#   smol-paper-glove    the same with glove100k words, n = 20, 28, 36, 44, 52 x 6
 set -euo pipefail
 cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
 PY=${PY:-.venv/bin/python}
 LIVE=${RUNS_LIVE:-scratch/runs}              # the live stores, logs and bundles (not tracked)
 KEPT=${RUNS_KEPT:-benchmarks/runs/stores}    # their snapshots (tracked)
-RUNS="gemma-n50 smol-tokens smol-glove"
+RUNS="gemma-n50 smol-tokens smol-glove smol-paper-tokens smol-paper-glove"
 
 args() {   # the make_bundles.py arguments of each run
   case "$1" in
@@ -31,6 +35,10 @@ args() {   # the make_bundles.py arguments of each run
       --max-steps 4500 --patience 900 --search grid --lengths 1:10,13,16,20,24,28 --no-geometry";;
     smol-glove) echo "--models smollm2-135m --m 1 --samples 6 --source glove100k --bos --protocol fast
       --max-steps 4500 --patience 900 --search grid --lengths 1:16,24,32,40 --no-geometry";;
+    smol-paper-tokens) echo "--models smollm2-135m --m 1 --samples 6 --source tokens --bos --protocol paper
+      --max-steps 9000 --patience 500 --search grid --lengths 1:12,17,22,27,32 --no-geometry";;
+    smol-paper-glove) echo "--models smollm2-135m --m 1 --samples 6 --source glove100k --bos --protocol paper
+      --max-steps 9000 --patience 500 --search grid --lengths 1:20,28,36,44,52 --no-geometry";;
     *) echo "unknown run '$1' (one of: $RUNS)" >&2; exit 2;;
   esac
 }
@@ -88,5 +96,5 @@ case "${1:-}" in
   stop)   # the chains' shells first, so that no next run starts
     pkill -TERM -f "$LIVE/\.chain-.*\.sh chain" || true
     pkill -TERM -f "scripts/make_bundles.py .*--store $LIVE/" || true;;
-  *) sed -n 2,18p "$0"; exit 2;;
+  *) sed -n 2,22p "$0"; exit 2;;
 esac
