@@ -349,7 +349,8 @@ def derived_rung(store, bundle: dict, m: int, max_steps: int) -> dict:
     Exact only where a shorter run is a prefix of the longer one: a protocol without a schedule
     (the learning rate does not depend on max_steps, e.g. "paper") and the same patience, whose
     stops happen at the same steps in both (the engine draws each string's start from the string
-    alone). One difference remains, in the shorter run's favour: at its last step it asks greedy
+    alone; up to floating-point summation order, as between any two runs whose batches differ).
+    One difference remains, in the shorter run's favour: at its last step it asks greedy
     decoding about every string that is teacher-forced right, where the longer run may still be
     waiting (at most 64 steps) after a greedy check that failed; a derived rung can count such a
     string as not crammed. Returns a ladder rung (see :func:`budget_ladder`) with ``derived_from``
