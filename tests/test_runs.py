@@ -136,3 +136,31 @@ def test_stop_ends_the_running_run_and_the_rest_of_its_chain(tmp_path):
     import time
     time.sleep(1)
     assert len(_calls(tmp_path)) == 1     # smol-glove never started
+
+
+def test_a_run_under_the_papers_protocol_is_followed_by_its_ladder(tmp_path):
+    """gemma-n50 and smol-paper-* end with the budget ladder read from their own strings (same store
+    and bundle folder); the fast-protocol runs have none."""
+    env = _fake_env(tmp_path)
+    r = subprocess.run(["bash", str(RUNS), "start", "gemma-n50,smol-paper-glove,smol-tokens"], capture_output=True,
+                       text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    _wait(lambda: len(_calls(tmp_path)) == 5 and not list((tmp_path / "live").glob(".chain-*")))
+    calls, live = _calls(tmp_path), tmp_path / "live"
+    assert calls[0].startswith("scripts/make_bundles.py --models gemma-3-270m")
+    assert calls[1] == (f"scripts/make_bundles.py --add-budget-ladder gemma-3-270m --ladder 1000/500 "
+                        f"--store {live}/gemma-n50.sqlite --out {live}/gemma-n50-bundle")
+    assert calls[2].startswith("scripts/make_bundles.py --models smollm2-135m") and "glove100k" in calls[2]
+    assert calls[3] == (f"scripts/make_bundles.py --add-budget-ladder smollm2-135m --ladder 1000/500 3000/500 "
+                        f"--store {live}/smol-paper-glove.sqlite --out {live}/smol-paper-glove-bundle")
+    assert calls[4].startswith("scripts/make_bundles.py --models smollm2-135m") and "--source tokens" in calls[4]
+
+
+def test_a_run_that_fails_ends_its_chain_without_a_ladder(tmp_path):
+    env = _fake_env(tmp_path)
+    fake = tmp_path / "python"
+    fake.write_text(FAKE + "exit 1\n")
+    subprocess.run(["bash", str(RUNS), "start", "gemma-n50,smol-glove"], env=env, timeout=60, capture_output=True)
+    _wait(lambda: len(_calls(tmp_path)) >= 1 and not list((tmp_path / "live").glob(".chain-*")))
+    calls = _calls(tmp_path)
+    assert len(calls) == 1 and calls[0].startswith("scripts/make_bundles.py --models gemma-3-270m")

@@ -9,7 +9,8 @@
 #                                                A,B: B starts when A ends, on the same core)
 #   bash benchmarks/runs/runs.sh snapshot        back up every live store (then commit them)
 #   bash benchmarks/runs/runs.sh status          finished strings per run, and what is running
-#   bash benchmarks/runs/runs.sh stop            SIGTERM every run (each saves its state first)
+#   bash benchmarks/runs/runs.sh stop            SIGTERM every run (each loses at most the last
+#                                                minute: unfinished strings are kept every minute)
 #
 # Runs (the commands are in docs/real-models.md and docs/gemma.md):
 #   gemma-n50     Gemma-3-270M, m = 1, [A]'s protocol and layout, glove100k, n = 12, 18, 24, 32 x 6
@@ -20,6 +21,8 @@
 #                 (patience 500): its 1000- and 3000-step rungs are read from the same strings,
 #                 n = 12, 17, 22, 27, 32 x 6
 #   smol-paper-glove    the same with glove100k words, n = 20, 28, 36, 44, 52 x 6
+# A run under [A]'s protocol that ends well is followed by its budget ladder (1000 and, for
+# SmolLM2, 3000 steps), read from its own strings: its bundle in scratch/runs/NAME-bundle/ has it.
 set -euo pipefail
 cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
 PY=${PY:-.venv/bin/python}
@@ -43,6 +46,13 @@ args() {   # the make_bundles.py arguments of each run
   esac
 }
 
+after_run() {   # what follows a finished run: under [A]'s protocol, the budget ladder read from its strings
+  case "$1" in
+    gemma-n50) echo "--add-budget-ladder gemma-3-270m --ladder 1000/500";;
+    smol-paper-*) echo "--add-budget-ladder smollm2-135m --ladder 1000/500 3000/500";;
+  esac
+}
+
 run_one() {   # one run in the foreground, resumed from its committed snapshot on a fresh clone
   local name=$1 a
   a=$(args "$name")
@@ -55,6 +65,11 @@ run_one() {   # one run in the foreground, resumed from its committed snapshot o
   fi
   # shellcheck disable=SC2086
   HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 "$PY" scripts/make_bundles.py $a --threads 1 \
+    --store "$LIVE/$name.sqlite" --out "$LIVE/$name-bundle" >> "$LIVE/$name.log" 2>&1 </dev/null
+  a=$(after_run "$name")   # reached only when the run ended well (set -e): its bundle is written
+  [ -z "$a" ] && return
+  # shellcheck disable=SC2086
+  HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 "$PY" scripts/make_bundles.py $a \
     --store "$LIVE/$name.sqlite" --out "$LIVE/$name-bundle" >> "$LIVE/$name.log" 2>&1 </dev/null
 }
 
@@ -77,8 +92,8 @@ case "${1:-}" in
     args "$2" | tr -s ' \n' '\n' | sed '/^$/d';;
   chain)   # run from a copy (see start) in the repository root
     shift
-    for name in "$@"; do run_one "$name"; done
-    rm -f "$0";;
+    trap 'rm -f "$0"' EXIT   # the copy goes however the chain ends (a run that fails ends it)
+    for name in "$@"; do run_one "$name"; done;;
   snapshot)
     mkdir -p "$KEPT"
     for live in "$LIVE"/*.sqlite; do
@@ -96,5 +111,5 @@ case "${1:-}" in
   stop)   # the chains' shells first, so that no next run starts
     pkill -TERM -f "$LIVE/\.chain-.*\.sh chain" || true
     pkill -TERM -f "scripts/make_bundles.py .*--store $LIVE/" || true;;
-  *) sed -n 2,22p "$0"; exit 2;;
+  *) sed -n 2,25p "$0"; exit 2;;
 esac
