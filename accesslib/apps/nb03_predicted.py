@@ -79,6 +79,26 @@ def bundle_caveats(bundle) -> dict:
                 budget_factor=factor)
 
 
+def ladder_points(bundle) -> list[tuple]:
+    """The bundle's n50 at its ladder's m with the other step budgets (its budget ladder, the shipped
+    rung left out: it is the measured marker), as (m, n50, stderr, label) in budget order; a rung
+    with only a one-sided n50 (all crammed at its longest length, or none at its shortest) at that
+    bound, without an error bar, labelled "> n" or "< n". [] without a ladder."""
+    lad = bundle.get("budget_ladder") or {}
+    out = []
+    for r in sorted(lad.get("rungs") or [], key=lambda r: r["max_steps"]):
+        if r.get("shipped"):
+            continue
+        steps = f"{r['max_steps']:,} steps"
+        if r.get("n50") is not None:
+            out.append((int(lad["m"]), float(r["n50"]), float(r.get("stderr") or 0.0), steps))
+        elif r.get("n50_above") is not None:
+            out.append((int(lad["m"]), float(r["n50_above"]), 0.0, f"{steps}: > {r['n50_above']}"))
+        elif r.get("n50_below") is not None:
+            out.append((int(lad["m"]), float(r["n50_below"]), 0.0, f"{steps}: < {r['n50_below']}"))
+    return out
+
+
 def _strings_text(cav) -> str:
     """Strings per length of :func:`bundle_caveats`: "16", "4-32", or "?"."""
     lo, hi = cav["strings_min"], cav["strings_max"]
@@ -230,6 +250,8 @@ class PredictedApp(App):
         plotting.update_model_bounds(
             self.art, drawn, ms, n50, se, fit=(a, sl.get("intercept") or 0.0) if a else None, log=log,
             title=f"{b['model']} (d = {facts['d']}, |V| = {facts['vocab_size']:,}): its bounds and its n50")
+        self.ladder_points = ladder_points(b)
+        plotting.update_ladder(self.art, self.ladder_points)
         pub = self.published_slopes(eps_rel)
         if self.show_published.value:
             plotting.update_published_models(self.art_pub, pub, log=log)
@@ -266,8 +288,9 @@ class PredictedApp(App):
     def data_rows(self) -> list[dict]:
         """Measured n50 ± stderr by m (the markers), the fitted slope a with the budget check's
         label, the predicted slope C of every bound at the sliders' ε and r with C/a (the lines),
-        every bound at the measured effective ε (one of them drawn), the model in every row; then
-        the ball bound of each of [A]'s models on the right panel at the same ε/r."""
+        every bound at the measured effective ε (one of them drawn), the model in every row; the
+        bundle's n50 by step budget (its budget ladder: the hollow markers); then the ball bound of
+        each of [A]'s models on the right panel at the same ε/r."""
         v, model = self.values, self.bundle["model"]
         meas = v["measured"]
         rows = [dict(panel="measured n50", model=model, m=m, n50=y, n50_stderr=e)
@@ -287,6 +310,12 @@ class PredictedApp(App):
                           around=me["around"], C_over_a=me["ratios"].get(name)) for name, C in me["slopes"].items()]
         rows += [dict(panel="[A]'s model: ball bound", model=name, bound="ball", C=C)
                  for name, C in v["published_slopes"].items()]
+        lad = self.bundle.get("budget_ladder") or {}
+        rows += [dict(panel="n50 by step budget", model=model, m=lad["m"], max_steps=r["max_steps"],
+                      patience=r["patience"], n50=r.get("n50"), n50_stderr=r.get("stderr"),
+                      n50_above=r.get("n50_above"), n50_below=r.get("n50_below"), shipped=bool(r.get("shipped")),
+                      read_from_steps=r.get("derived_from"), compared_with=r.get("compared_with"),
+                      moved=r.get("moved")) for r in lad.get("rungs") or []]
         pm = v["published_match"]
         if pm is not None and pm["dataset"] is not None:   # [A]'s measurement of this very model
             rows.append(dict(panel="[A]'s measurement of this model", model=pm["model"], dataset=pm["dataset"],

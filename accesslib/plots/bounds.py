@@ -256,12 +256,45 @@ def plot_model_bounds(ax, *, m_max=5, title=""):
     measured = ax.errorbar([], [], yerr=[], color=COLORS["measured"], zorder=5,
                            label="measured n50 ± s.e.", **STYLE["marker"])
     (fit,) = ax.plot([], [], color=COLORS["measured"], label="fit n50 = a·m + b", **STYLE["fit"])
+    # the same m's n50 at other step budgets (a bundle's budget ladder): hollow, beside it
+    ladder = ax.errorbar([], [], yerr=[], color=COLORS["measured"], zorder=4,
+                         label="n50 at other step budgets", **dict(STYLE["marker"], mfc="white",
+                                                                   mec=COLORS["measured"], ms=6))
     ax.set_xlabel("m (prompt vectors)", fontsize=STYLE["font"])
     ax.set_ylabel("output length n (tokens)", fontsize=STYLE["font"])
     ax.set_title(title, loc="left", fontsize=STYLE["font"])
     ax.grid(alpha=0.3)
-    ax.legend(loc="upper left", fontsize=8, frameon=True)
-    return dict(ax=ax, m_max=m_max, bounds={}, labels={}, measured=measured, fit=fit)
+    art = dict(ax=ax, m_max=m_max, bounds={}, labels={}, measured=measured, fit=fit, ladder=ladder,
+               ladder_texts=[])
+    _model_legend(art)
+    return art
+
+
+def _model_legend(art):
+    """The legend of :func:`plot_model_bounds`: the ladder's entry only while it has points."""
+    handles = [art["measured"], art["fit"]] + ([art["ladder"]] if art["ladder_texts"] else [])
+    art["ax"].legend(handles=handles, loc="upper left", fontsize=8, frameon=True)
+
+
+#: how far right of its m each further step budget's n50 is drawn (in m)
+LADDER_STEP = 0.13
+
+
+def update_ladder(art, points):
+    """Draw ``points`` [(m, n50, stderr, label), ...] (n50 of one m at other step budgets, in
+    budget order) as hollow markers right of their m, each named by its ``label``."""
+    for t in art["ladder_texts"]:
+        t.remove()
+    art["ladder_texts"] = []
+    xs = [m + LADDER_STEP * (k + 1) for k, (m, *_rest) in enumerate(points)]
+    ys = [p[1] for p in points]
+    set_errorbar(art["ladder"], xs, ys, [p[2] or 0.0 for p in points])
+    for k, (x, (_, y, _, label)) in enumerate(zip(xs, points)):
+        # stacked upwards, so that labels of near n50 (a linear axis up to the ball bound) never overlap
+        art["ladder_texts"].append(art["ax"].annotate(label, (x, y), xytext=(4, 4 + 9 * k), textcoords="offset points",
+                                                      fontsize=7, va="bottom", color=COLORS["measured"], zorder=6))
+    _model_legend(art)
+    return art
 
 
 #: the name suffix of a bound drawn at a measured precision ("ball, measured ε")

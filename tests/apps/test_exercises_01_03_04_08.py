@@ -258,7 +258,20 @@ def test_03_q5_smollm2_carries_its_caveats():
                   "do not set C/a against [A]'s 5-20×"):
         assert words in html.unescape(text), words
     says(answers("03-predicted-vs-measured.ipynb"), "five times the steps (1500)",
-         "from 10.6 to 16.8", "the label reads *budget-limited*")
+         "from 10.6 to 16.8", "the label reads *budget-limited*", "the hollow markers right of m = 1",
+         "tick **log y axis** to see them apart")
+    # the hollow markers: 1,500 steps' 16.8 right of m = 1, apart from 500 steps' 10.9 on a log axis
+    xs, ys = app.art["ladder"].lines[0].get_data()
+    assert round(ys[-1], 1) == 16.8 and 1 < xs[-1] < 1.5
+
+    def gap_px():
+        app.fig.canvas.draw()
+        pix = app.art["ax"].transData.transform(np.column_stack([xs, ys]))
+        return abs(pix[-1, 1] - pix[0, 1])
+    linear = gap_px()
+    app.log_y.value = True
+    assert gap_px() > 3 * linear and gap_px() > 10
+    app.log_y.value = False
     # the caveat is the bundle's, not a blanket one: the default tiny model is not budget-limited
     app.model.value = "tiny-d32-v257"
     assert not app.values["caveats"]["budget_limited"] and "budget-limited" not in app.readout.value

@@ -298,10 +298,39 @@ def test_the_shipped_smollm2_bundle_shows_its_budget_ladder():
     b = bundles.load("cram", "smollm2-135m")
     lad = b["budget_ladder"]
     assert [r["max_steps"] for r in lad["rungs"]][:3] == [300, 500, 1500] and lad["rungs"][0]["shipped"]
-    txt = PredictedApp(canvas="agg", model="smollm2-135m", published=False).readout.value
+    app = PredictedApp(canvas="agg", model="smollm2-135m", published=False)
+    txt = app.readout.value
     assert html.escape(bundles.ladder_text(b)) in txt
     for r in lad["rungs"]:
         assert f"{r['max_steps']:,} steps {r['n50']:.1f} ± {r['stderr']:.1f}" in txt
+    # and drawn: the other budgets' n50 as hollow markers right of m = 1, each named, in the legend
+    others = [r for r in lad["rungs"] if not r["shipped"]]
+    xs, ys = app.art["ladder"].lines[0].get_data()
+    assert list(ys) == pytest.approx([r["n50"] for r in others]) and all(1 < x < 1.5 for x in xs)
+    assert list(xs) == sorted(xs)
+    assert [t.get_text() for t in app.art["ladder_texts"]] == [f"{r['max_steps']:,} steps" for r in others]
+    legend = [t.get_text() for t in app.art["ax"].get_legend().get_texts()]
+    assert legend[-1] == "n50 at other step budgets"
+    rows = [r for r in app.data_rows() if r["panel"] == "n50 by step budget"]
+    assert [(r["max_steps"], r["shipped"]) for r in rows] == [(r["max_steps"], bool(r["shipped"])) for r in lad["rungs"]]
+    assert rows[1]["n50"] == pytest.approx(others[0]["n50"]) and rows[0]["moved"] is lad["rungs"][0]["moved"]
+    app.model.value = embedded.DEFAULT     # no ladder: nothing drawn, no legend entry
+    assert len(app.art["ladder"].lines[0].get_xdata()) == 0 and app.art["ladder_texts"] == []
+    assert "n50 at other step budgets" not in [t.get_text() for t in app.art["ax"].get_legend().get_texts()]
+    assert not [r for r in app.data_rows() if r["panel"] == "n50 by step budget"]
+
+
+def test_ladder_points_place_one_sided_rungs_at_their_bound():
+    from accesslib.apps.nb03_predicted import ladder_points
+
+    rungs = [dict(max_steps=300, shipped=True, n50=10.0, stderr=1.0),
+             dict(max_steps=1000, n50=12.5, stderr=0.5, derived_from=3000),
+             dict(max_steps=4500, n50=None, n50_above=20),
+             dict(max_steps=50, n50=None, n50_below=5),
+             dict(max_steps=9000, n50=None)]               # says nothing: not drawn
+    pts = ladder_points(dict(budget_ladder=dict(m=2, rungs=rungs)))
+    assert pts == [(2, 5.0, 0.0, "50 steps: < 5"), (2, 12.5, 0.5, "1,000 steps"), (2, 20.0, 0.0, "4,500 steps: > 20")]
+    assert ladder_points({}) == []
 
 
 def test_a_converged_check_settles_the_protocols_suspicion(tmp_path, monkeypatch):
