@@ -13,7 +13,7 @@
 #                                                minute: unfinished strings are kept every minute)
 #
 # Runs (the commands are in docs/real-models.md and docs/gemma.md):
-#   gemma-n50     Gemma-3-270M, m = 1, [A]'s protocol and layout, glove100k, n = 12, 18, 24, 32 x 6
+#   gemma-n50     Gemma-3-270M, m = 1, [A]'s protocol and layout, glove100k, n = 6, 9, 12, 18, 24, 32 x 6
 #   smol-tokens   SmolLM2-135M, m = 1, random tokens after BOS, fast protocol, 4500 steps,
 #                 patience 900, n = 10, 13, 16, 20, 24, 28 x 6
 #   smol-glove    SmolLM2-135M, m = 1, glove100k words after BOS, same budget, n = 16, 24, 32, 40 x 6
@@ -33,7 +33,7 @@ RUNS="gemma-n50 smol-tokens smol-glove smol-paper-tokens smol-paper-glove"
 args() {   # the make_bundles.py arguments of each run
   case "$1" in
     gemma-n50) echo "--models gemma-3-270m --m 1 --samples 6 --source glove100k --add-special-tokens
-      --protocol paper --search grid --lengths 1:12,18,24,32 --no-geometry";;
+      --protocol paper --search grid --lengths 1:6,9,12,18,24,32 --no-geometry";;
     smol-tokens) echo "--models smollm2-135m --m 1 --samples 6 --source tokens --bos --protocol fast
       --max-steps 4500 --patience 900 --search grid --lengths 1:10,13,16,20,24,28 --no-geometry";;
     smol-glove) echo "--models smollm2-135m --m 1 --samples 6 --source glove100k --bos --protocol fast
