@@ -357,7 +357,6 @@ def derived_rung(store, bundle: dict, m: int, max_steps: int) -> dict:
     the bundle's max_steps."""
     from accesslib._checks import check_int
     from accesslib.experiments.curves import protocol_hash_for
-    from accesslib.theory.stats import fit_n50
 
     settings = _base_settings(bundle["settings"], from_json=True)
     steps0, patience0 = int(settings["max_steps"]), int(settings["patience"])
@@ -390,12 +389,23 @@ def derived_rung(store, bundle: dict, m: int, max_steps: int) -> dict:
     if short:
         raise ValueError(f"the store {store.path} lacks strings of {bundle['model']}'s curve at m = {m} "
                          f"(protocol {ph}; {', '.join(short)}): run the bundle's command with this store first")
+    return measured_rung(max_steps, patience0, lengths, successes, totals, derived_from=steps0, strings_crammed=0,
+                         strings_from_store=sum(totals))
+
+
+def measured_rung(max_steps: int, patience: int, lengths, successes, totals, **extra) -> dict:
+    """A ladder rung (not the shipped one) from its counts per length: the logistic fit's n50 and
+    stderr where :func:`usable_n50` keeps them, else the one-sided bound of :func:`n50_bounds`;
+    ``extra`` (where its strings came from) is recorded as given."""
+    from accesslib.theory.stats import fit_n50
+
+    lengths, successes, totals = list(lengths), list(successes), list(totals)
     fit = fit_n50((lengths, successes, totals))
     n50, se = usable_n50(finite_or_none(fit.n50), finite_or_none(fit.stderr), finite_or_none(fit.k), fit.status,
                          lengths)
-    return dict(max_steps=max_steps, patience=patience0, lengths=lengths, successes=successes, totals=totals,
-                n50=n50, stderr=se, shipped=False, derived_from=steps0, strings_crammed=0,
-                strings_from_store=sum(totals), **({} if n50 is not None else n50_bounds(successes, totals, lengths)))
+    return dict(max_steps=max_steps, patience=patience, lengths=lengths, successes=successes, totals=totals,
+                n50=n50, stderr=se, shipped=False, **extra,
+                **({} if n50 is not None else n50_bounds(successes, totals, lengths)))
 
 
 def budget_ladder(lm, bundle: dict, budgets, m: int = 1, *, lengths=None, store=None, progress: bool = False,
@@ -427,7 +437,6 @@ def budget_ladder(lm, bundle: dict, budgets, m: int = 1, *, lengths=None, store=
     is crammed. So a bundle measured with [A]'s 3000 steps has its 1000-step rung for free."""
     from accesslib._checks import check_int
     from accesslib.experiments.curves import accessibility_curves
-    from accesslib.theory.stats import fit_n50
 
     m = check_int("m", m, 1)
     own = {int(c["m"]): c for c in bundle["curves"]}
@@ -488,13 +497,8 @@ def budget_ladder(lm, bundle: dict, budgets, m: int = 1, *, lengths=None, store=
         finally:
             if bar is not None:
                 bar.close()
-        fit = fit_n50(c)
-        n50_x, se_x = usable_n50(finite_or_none(fit.n50), finite_or_none(fit.stderr), finite_or_none(fit.k),
-                              fit.status, c.lengths)
-        rungs.append(dict(max_steps=steps, patience=patience, lengths=list(c.lengths), successes=list(c.successes),
-                          totals=list(c.totals), n50=n50_x, stderr=se_x, shipped=False,
-                          strings_crammed=c.strings_crammed, strings_from_store=c.strings_from_store,
-                          **({} if n50_x is not None else n50_bounds(c.successes, c.totals, c.lengths))))
+        rungs.append(measured_rung(steps, patience, c.lengths, c.successes, c.totals,
+                                   strings_crammed=c.strings_crammed, strings_from_store=c.strings_from_store))
         if c.interrupted:
             raise RuntimeError(f"the {steps}-step curve was interrupted; its strings are in the store, run again")
     rungs.sort(key=lambda r: r["max_steps"])
