@@ -64,7 +64,7 @@ def bundle_caveats(bundle) -> dict:
     checked, inconclusive); a check that converged overrides the suspicion."""
     settings = bundle.get("settings") or {}
     max_steps = settings.get("max_steps")
-    totals = [t for c in bundle.get("curves") or [] for t in c.get("totals") or []]
+    lo, hi = _strings_range(bundle)
     wins = [e["steps"] for e in bundle.get("examples") or [] if e.get("success") and e.get("steps") is not None]
     slowest = max(wins) if wins else None
     suspect = bool(max_steps and max_steps < PAPER_MAX_STEPS and slowest is not None
@@ -74,7 +74,7 @@ def bundle_caveats(bundle) -> dict:
     source = bundle.get("source")
     factor = (bundle.get("budget_check") or {}).get("factor") or 3
     return dict(source=source, targets=TARGETS.get(source, f"{source} targets"), max_steps=max_steps,
-                strings_min=min(totals) if totals else None, strings_max=max(totals) if totals else None,
+                strings_min=lo, strings_max=hi,
                 slowest=slowest, budget=label, budget_text=text, budget_suspect=suspect, budget_limited=limited,
                 budget_factor=factor)
 
@@ -99,15 +99,20 @@ def ladder_points(bundle) -> list[tuple]:
     return out
 
 
-def _strings_text(cav) -> str:
-    """Strings per length of :func:`bundle_caveats`: "16", "4-32", or "?"."""
-    lo, hi = cav["strings_min"], cav["strings_max"]
+def _strings_range(bundle) -> tuple:
+    """(fewest, most) strings per length over the bundle's curves; (None, None) without any."""
+    totals = [t for c in bundle.get("curves") or [] for t in c.get("totals") or []]
+    return (min(totals), max(totals)) if totals else (None, None)
+
+
+def _strings_text(lo, hi) -> str:
+    """Strings per length as a range: "16", "4-32", or "?"."""
     return "?" if lo is None else f"{lo}" if lo == hi else f"{lo}-{hi}"
 
 
 def caveats_html(cav) -> str:
     """The caveats of :func:`bundle_caveats` as short HTML lines."""
-    strings = _strings_text(cav)
+    strings = _strings_text(cav["strings_min"], cav["strings_max"])
     steps = "?" if cav["max_steps"] is None else f"{cav['max_steps']:,}"
     lines = [f"targets: {html.escape(cav['targets'])}",
              f"at most {steps} optimisation steps per string ([A]: up to {PAPER_MAX_STEPS:,})",
@@ -148,7 +153,7 @@ def published_html(match, bundle) -> str:
     settings = bundle.get("settings") or {}
     steps = settings.get("max_steps")
     dtype = (bundle.get("facts") or {}).get("dtype", "?")
-    strings = _strings_text(bundle_caveats(bundle))
+    strings = _strings_text(*_strings_range(bundle))
     protocol = (f"here {html.escape(str(bundle.get('protocol')))} protocol, at most "
                 f"{'?' if steps is None else f'{steps:,}'} steps, {strings} strings per length, "
                 f"{html.escape(str(dtype))} on a CPU; [A]: at most {PAPER_MAX_STEPS:,} steps, 20 strings per length, "
