@@ -184,16 +184,16 @@ def budget_table(names, directory=None) -> list[str]:
                 "is compared with the first one that has at least 3 times its steps (*moved*: by more than the",
                 "combined standard error; the shift in those units). Where every string crammed at a budget's",
                 "longest length, its n50 is only known to lie beyond it (> n): moved *at least* so far. Under",
-                "a protocol without a schedule ([A]'s), a smaller budget with the same patience is read from",
-                "the steps the bundle's own strings took: a shorter run is a prefix of the longer one.", "",
+                "a protocol without a schedule ([A]'s), a smaller budget is read from the steps the bundle's",
+                "own strings took (a smaller patience on accuracy from when their best accuracy rose): a",
+                "smaller run is a prefix of the larger one.", "",
                 "| model | m | steps, patience | lengths | crammed / strings per length | n50 | against | moved (stderr) |",
                 "|---|---|---|---|---|---|---|---|"]
         for name, lad in ladders:
             for r in lad["rungs"]:
                 counts = ", ".join(f"{s}/{t}" for s, t in zip(r["successes"], r["totals"]))
                 against = "-" if r.get("compared_with") is None else f"{r['compared_with']:,} steps"
-                note = (" (shipped)" if r.get("shipped") else
-                        f" (read from the {r['derived_from']:,}-step run)" if r.get("derived_from") else "")
+                note = " (shipped)" if r.get("shipped") else bundles.rung_source(r)
                 out.append(f"| {name} | {lad['m']} | {r['max_steps']:,}, {r['patience']:,}{note}"
                            f" | {', '.join(map(str, r['lengths']))} | "
                            f"{counts} | {bundles.rung_n50_text(r)} | {against} | {bundles.rung_shift_text(r)} |")

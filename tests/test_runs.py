@@ -23,7 +23,7 @@ def make_bundles(load_script):
 
 def test_every_run_is_a_valid_make_bundles_command(make_bundles):
     names = _runs("names").stdout.split()
-    assert names == ["gemma-n50", "smol-tokens", "smol-glove", "smol-paper-tokens", "smol-paper-glove"]
+    assert names == ["gemma-n50", "smol-tokens", "smol-paper-tokens", "smol-glove-9k", "smol-tokens-9k"]
     for name in names:
         r = _runs("args", name)
         assert r.returncode == 0, r.stderr
@@ -38,15 +38,16 @@ def test_every_run_is_a_valid_make_bundles_command(make_bundles):
         ["gemma-3-270m"], "paper", "glove100k", True)
     smol = make_bundles.build_parser().parse_args(_runs("args", "smol-tokens").stdout.split())
     assert (smol.max_steps, smol.patience, smol.bos, smol.source) == (4500, 900, True, "tokens")
-    # [A]'s protocol (no schedule) with 3x3 its budget: the 1000- and 3000-step rungs are read
-    # from the same strings (bundling.derived_rung needs the same patience)
-    for name, source in (("smol-paper-tokens", "tokens"), ("smol-paper-glove", "glove100k")):
+    # [A]'s protocol (no schedule) with 3x its steps (and patience): the 1000- and 3000-step rungs
+    # are read from the same strings (bundling.derived_rung)
+    for name, source, patience in (("smol-paper-tokens", "tokens", 500), ("smol-glove-9k", "glove100k", 1500),
+                                   ("smol-tokens-9k", "tokens", 1500)):
         p = make_bundles.build_parser().parse_args(_runs("args", name).stdout.split())
-        assert (p.protocol, p.max_steps, p.patience, p.bos, p.source) == ("paper", 9000, 500, True, source)
+        assert (p.protocol, p.max_steps, p.patience, p.bos, p.source) == ("paper", 9000, patience, True, source)
 
 
 @pytest.mark.parametrize("argv, msg", [
-    (["start", "gemma-n50,nope"], "unknown run 'nope' (one of: gemma-n50 smol-tokens smol-glove smol-paper-tokens smol-paper-glove)"),
+    (["start", "gemma-n50,nope"], "unknown run 'nope' (one of: gemma-n50 smol-tokens smol-paper-tokens smol-glove-9k smol-tokens-9k)"),
     (["args", "nope"], "unknown run 'nope'"),
 ])
 def test_unknown_runs_are_named_and_nothing_starts(argv, msg, tmp_path):
@@ -56,7 +57,7 @@ def test_unknown_runs_are_named_and_nothing_starts(argv, msg, tmp_path):
 
 def test_no_action_prints_the_usage():
     r = _runs()
-    assert r.returncode == 2 and "runs.sh start NAME" in r.stdout and "smol-glove" in r.stdout
+    assert r.returncode == 2 and "runs.sh start NAME" in r.stdout and "smol-glove-9k" in r.stdout
 
 
 FAKE = """#!/bin/bash
@@ -90,19 +91,19 @@ def _wait(cond, seconds=30):
 def test_a_chain_runs_one_after_the_other_and_resumes_from_a_snapshot(tmp_path):
     env = _fake_env(tmp_path)
     (tmp_path / "kept").mkdir()
-    (tmp_path / "kept" / "smol-glove.sqlite").write_text("a committed snapshot")
-    r = subprocess.run(["bash", str(RUNS), "start", "smol-tokens,smol-glove"], capture_output=True, text=True,
+    (tmp_path / "kept" / "smol-glove-9k.sqlite").write_text("a committed snapshot")
+    r = subprocess.run(["bash", str(RUNS), "start", "smol-tokens,smol-glove-9k"], capture_output=True, text=True,
                        env=env, timeout=60)
-    assert r.returncode == 0 and "started smol-tokens,smol-glove" in r.stdout, r.stderr
-    _wait(lambda: len(_calls(tmp_path)) == 2 and not list((tmp_path / "live").glob(".chain-*")))
+    assert r.returncode == 0 and "started smol-tokens,smol-glove-9k" in r.stdout, r.stderr
+    _wait(lambda: len(_calls(tmp_path)) == 3 and not list((tmp_path / "live").glob(".chain-*")))
     calls = _calls(tmp_path)
     live = tmp_path / "live"
     assert calls[0].startswith("scripts/make_bundles.py --models smollm2-135m") and "--source tokens" in calls[0]
     assert calls[0].endswith(f"--threads 1 --store {live}/smol-tokens.sqlite --out {live}/smol-tokens-bundle")
-    assert "--source glove100k" in calls[1] and f"--store {live}/smol-glove.sqlite" in calls[1]
+    assert "--source glove100k" in calls[1] and f"--store {live}/smol-glove-9k.sqlite" in calls[1]
     # the run without a live store started from its committed snapshot; the other from nothing
-    assert (live / "smol-glove.sqlite").read_text() == "a committed snapshot"
-    assert "resuming from the committed snapshot" in (live / "smol-glove.log").read_text()
+    assert (live / "smol-glove-9k.sqlite").read_text() == "a committed snapshot"
+    assert "resuming from the committed snapshot" in (live / "smol-glove-9k.log").read_text()
     assert not (live / "smol-tokens.sqlite").exists()
 
 
@@ -120,7 +121,7 @@ def test_snapshot_backs_every_live_store_up_into_the_kept_folder(tmp_path):
 
 def test_stop_ends_the_running_run_and_the_rest_of_its_chain(tmp_path):
     env = _fake_env(tmp_path, sleep=60)
-    subprocess.run(["bash", str(RUNS), "start", "gemma-n50,smol-glove"], env=env, timeout=60, capture_output=True)
+    subprocess.run(["bash", str(RUNS), "start", "gemma-n50,smol-glove-9k"], env=env, timeout=60, capture_output=True)
     _wait(lambda: len(_calls(tmp_path)) == 1)
     pid = int((tmp_path / "calls.log").read_text().split()[0])
     r = subprocess.run(["bash", str(RUNS), "stop"], env=env, timeout=60, capture_output=True, text=True)
@@ -135,14 +136,14 @@ def test_stop_ends_the_running_run_and_the_rest_of_its_chain(tmp_path):
     _wait(gone)
     import time
     time.sleep(1)
-    assert len(_calls(tmp_path)) == 1     # smol-glove never started
+    assert len(_calls(tmp_path)) == 1     # smol-glove-9k never started
 
 
 def test_a_run_under_the_papers_protocol_is_followed_by_its_ladder(tmp_path):
-    """gemma-n50 and smol-paper-* end with the budget ladder read from their own strings (same store
+    """gemma-n50, smol-paper-tokens and smol-*-9k end with the budget ladder read from their own strings (same store
     and bundle folder); the fast-protocol runs have none."""
     env = _fake_env(tmp_path)
-    r = subprocess.run(["bash", str(RUNS), "start", "gemma-n50,smol-paper-glove,smol-tokens"], capture_output=True,
+    r = subprocess.run(["bash", str(RUNS), "start", "gemma-n50,smol-glove-9k,smol-tokens"], capture_output=True,
                        text=True, env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     _wait(lambda: len(_calls(tmp_path)) == 5 and not list((tmp_path / "live").glob(".chain-*")))
@@ -152,7 +153,7 @@ def test_a_run_under_the_papers_protocol_is_followed_by_its_ladder(tmp_path):
                         f"--store {live}/gemma-n50.sqlite --out {live}/gemma-n50-bundle")
     assert calls[2].startswith("scripts/make_bundles.py --models smollm2-135m") and "glove100k" in calls[2]
     assert calls[3] == (f"scripts/make_bundles.py --add-budget-ladder smollm2-135m --ladder 1000/500 3000/500 "
-                        f"--store {live}/smol-paper-glove.sqlite --out {live}/smol-paper-glove-bundle")
+                        f"--store {live}/smol-glove-9k.sqlite --out {live}/smol-glove-9k-bundle")
     assert calls[4].startswith("scripts/make_bundles.py --models smollm2-135m") and "--source tokens" in calls[4]
 
 
@@ -160,7 +161,7 @@ def test_a_run_that_fails_ends_its_chain_without_a_ladder(tmp_path):
     env = _fake_env(tmp_path)
     fake = tmp_path / "python"
     fake.write_text(FAKE + "exit 1\n")
-    subprocess.run(["bash", str(RUNS), "start", "gemma-n50,smol-glove"], env=env, timeout=60, capture_output=True)
+    subprocess.run(["bash", str(RUNS), "start", "gemma-n50,smol-glove-9k"], env=env, timeout=60, capture_output=True)
     _wait(lambda: len(_calls(tmp_path)) >= 1 and not list((tmp_path / "live").glob(".chain-*")))
     calls = _calls(tmp_path)
     assert len(calls) == 1 and calls[0].startswith("scripts/make_bundles.py --models gemma-3-270m")

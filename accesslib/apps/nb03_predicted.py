@@ -86,10 +86,11 @@ def ladder_points(bundle) -> list[tuple]:
     bound, without an error bar, labelled "> n" or "< n". [] without a ladder."""
     lad = bundle.get("budget_ladder") or {}
     out = []
-    for r in sorted(lad.get("rungs") or [], key=lambda r: r["max_steps"]):
+    rungs = sorted(lad.get("rungs") or [], key=lambda r: r["max_steps"])
+    for r in rungs:
         if r.get("shipped"):
             continue
-        steps = f"{r['max_steps']:,} steps"
+        steps = bundles.rung_budget(r, rungs)
         if r.get("n50") is not None:
             out.append((int(lad["m"]), float(r["n50"]), float(r.get("stderr") or 0.0), steps))
         elif r.get("n50_above") is not None:
@@ -319,7 +320,8 @@ class PredictedApp(App):
         rows += [dict(panel="n50 by step budget", model=model, m=lad["m"], max_steps=r["max_steps"],
                       patience=r["patience"], n50=r.get("n50"), n50_stderr=r.get("stderr"),
                       n50_above=r.get("n50_above"), n50_below=r.get("n50_below"), shipped=bool(r.get("shipped")),
-                      read_from_steps=r.get("derived_from"), compared_with=r.get("compared_with"),
+                      read_from_steps=r.get("derived_from"), read_from_patience=r.get("derived_patience_from"),
+                      compared_with=r.get("compared_with"),
                       moved=r.get("moved")) for r in lad.get("rungs") or []]
         pm = v["published_match"]
         if pm is not None and pm["dataset"] is not None:   # [A]'s measurement of this very model

@@ -177,6 +177,10 @@ class StringResult:
     reason: str | None = None    # None on success; "patience" | "max_steps" | "non-finite loss"
     best_loss: float = float("nan")
     resumed_at: int = 0      # the step it went on from, kept by an interrupted run (0: from the start)
+    #: [step, teacher-forced accuracy] at every step where the string's best accuracy rose (the
+    #: first at step 0); None where unknown (resumed from a state kept before it was recorded).
+    #: Enough to tell when any smaller patience on accuracy would have stopped it.
+    accuracy_history: list | None = None
 
 
 @dataclass
@@ -424,12 +428,15 @@ BUCKET_MIN_PARAMS = 20_000_000
 
 class _Row:
     """One string's place in the queue and, once active, its optimisation state."""
-    __slots__ = ("index", "ids", "m", "tag", "init", "key", "resume", "resumed_at")
+    __slots__ = ("index", "ids", "m", "tag", "init", "key", "resume", "resumed_at", "acc_history")
 
     def __init__(self, index, ids, m, tag, init, key=None, resume=None):
         self.index, self.ids, self.m, self.tag, self.init = index, ids, m, tag, init
         self.key, self.resume = key, resume
         self.resumed_at = int(resume["step"]) if resume else 0
+        # StringResult.accuracy_history so far (a kept state from before it was recorded: unknown)
+        self.acc_history = ([list(p) for p in resume["acc_history"]] if resume.get("acc_history") is not None
+                            else None) if resume else []
 
 
 #: what a kept state must match to be resumed: everything that shapes a string's trajectory
@@ -811,14 +818,21 @@ class CramSession:
             maxed = steps >= self.max_steps
             check_ready = torch.tensor(st["next_check"], device=self.dev) <= steps
             cand = tf_ok & finite & (check_ready | stale | maxed)
-            event = cand | ~finite | stale | maxed
+            event = cand | ~finite | stale | maxed | better_acc   # better_acc: for accuracy_history
             # one host-device synchronisation per step: is anything to decide?
             any_event = bool(event.any())
             self.timings["syncs"] += 1
         reasons: dict[int, str | None] = {}
         decoded: dict[int, torch.Tensor] = {}
         if any_event:
-            flags = torch.stack([cand, finite, stale, maxed]).cpu()
+            flags = torch.stack([cand, finite, stale, maxed, better_acc]).cpu()
+            rose = flags[4].nonzero().flatten().tolist()
+            if rose:
+                acc_h = acc.cpu()
+                for r in rose:
+                    hist = st["rows"][r].acc_history
+                    if hist is not None:
+                        hist.append([int(st["step"][r]), round(float(acc_h[r]), 6)])
             cand_l = flags[0].nonzero().flatten().tolist()
             if cand_l:
                 mem = st["memory"]
@@ -910,7 +924,7 @@ class CramSession:
                 final_loss=float(lv[r]), token_accuracy=float(acc[r]), greedy_accuracy=gacc, greedy_ids=gl,
                 memory=mem[r, :row.m].detach().float().cpu().clone(), prefix_ids=list(self.prefix),
                 first_token_as_input=self.first, reason=reasons[r], best_loss=float(st["best"][r]),
-                resumed_at=row.resumed_at)
+                resumed_at=row.resumed_at, accuracy_history=row.acc_history)
             self.results[row.index] = res
             if self.on_string is not None:
                 self.on_string(res)
@@ -991,7 +1005,7 @@ class CramSession:
                         best=float(st["best"][j]), best_acc=float(st["best_acc"][j]),
                         best_step=int(st["best_step"][j]), tf_seen=bool(st["tf_seen"][j]),
                         step=int(st["step"][j]), next_check=int(st["next_check"][j]),
-                        backoff=int(st["backoff"][j]))
+                        backoff=int(st["backoff"][j]), acc_history=r.acc_history)
             buf = io.BytesIO()
             torch.save(kept, buf)
             states[r.key] = (buf.getvalue(), kept["step"])

@@ -11,7 +11,6 @@ import math
 import time
 from datetime import datetime, timezone
 
-from accesslib._checks import fail
 from accesslib.config import hardware
 from accesslib.models import facts
 from accesslib.results.bundles import (
@@ -341,32 +340,57 @@ def ladder_verdict(rungs: list[dict]) -> dict:
                 still_moving=bool(not settled and compared and compared[-1]["moved"] is True))
 
 
-def derived_rung(store, bundle: dict, m: int, max_steps: int) -> dict:
-    """The bundle's own curve at ``m`` as a run stopped at ``max_steps`` would have measured it,
-    read from the steps its strings took (``store`` must hold them): a string counts as crammed
-    when it crammed within ``max_steps`` steps. No string is crammed again.
+def patience_stop(history, patience: int) -> int | None:
+    """The step at which a run with ``patience`` on teacher-forced accuracy stops a string whose
+    best accuracy rose at the steps of ``history`` (``StringResult.accuracy_history``: [step,
+    accuracy] pairs, the first at step 0): the first step ``patience`` steps after a rise that
+    is not followed by another within them. None for an empty history (nothing known)."""
+    steps = [int(s) for s, _ in history]
+    if not steps:
+        return None
+    for here, after in zip(steps, steps[1:] + [None]):
+        if after is None or after - here > patience:
+            return here + patience
+    return None   # unreachable: the last rise always ends the loop
 
-    Exact only where a shorter run is a prefix of the longer one: a protocol without a schedule
-    (the learning rate does not depend on max_steps, e.g. "paper") and the same patience, whose
-    stops happen at the same steps in both (the engine draws each string's start from the string
+
+def derived_rung(store, bundle: dict, m: int, max_steps: int, patience: int | None = None) -> dict:
+    """The bundle's own curve at ``m`` as a run with ``max_steps`` steps and ``patience`` (default:
+    the bundle's) would have measured it, read from its strings (``store`` must hold them): a
+    string counts as crammed when it crammed within ``max_steps`` steps and the smaller patience
+    would not have stopped it first. No string is crammed again.
+
+    Exact only where the smaller run is a prefix of the bundle's: a protocol without a schedule
+    (the learning rate does not depend on max_steps, e.g. "paper"), so that both runs take the
+    same steps until the smaller one stops (the engine draws each string's start from the string
     alone; up to floating-point summation order, as between any two runs whose batches differ).
-    One difference remains, in the shorter run's favour: at its last step it asks greedy
-    decoding about every string that is teacher-forced right, where the longer run may still be
-    waiting (at most 64 steps) after a greedy check that failed; a derived rung can count such a
-    string as not crammed. Returns a ladder rung (see :func:`budget_ladder`) with ``derived_from``
-    the bundle's max_steps."""
+    A smaller patience needs patience on teacher-forced accuracy (the published rule) and each
+    string's ``accuracy_history`` (:func:`patience_stop`). One difference remains, in the
+    smaller run's favour: where it stops a string that is teacher-forced right (at its last step,
+    or by patience after a greedy check failed) it asks greedy decoding once more, where the
+    bundle's run may still be waiting (at most 64 steps) to ask again; a derived rung counts such
+    a string as not crammed. Returns a ladder rung (see :func:`budget_ladder`) with
+    ``derived_from`` the bundle's max_steps (and ``derived_patience_from`` its patience, where
+    smaller)."""
     from accesslib._checks import check_int
     from accesslib.experiments.curves import protocol_hash_for
 
     settings = _base_settings(bundle["settings"], from_json=True)
     steps0, patience0 = int(settings["max_steps"]), int(settings["patience"])
     max_steps = check_int("max_steps", max_steps, 1)
-    if max_steps >= steps0:
-        fail("max_steps", f"below the bundle's {steps0} to be read from its strings", max_steps)
+    patience = patience0 if patience is None else check_int("patience", patience, 1)
+    if max_steps > steps0 or patience > patience0 or (max_steps, patience) == (steps0, patience0):
+        raise ValueError(f"a rung read from the bundle's strings must be smaller than its own "
+                         f"{steps0} steps / patience {patience0} (neither larger, one of them smaller); "
+                         f"got {max_steps} / {patience}")
     if settings.get("schedule") is not None:
         raise ValueError(f"a {max_steps}-step rung cannot be read from the {steps0}-step strings: their "
                          f"learning-rate schedule ({settings['schedule']!r}) stretches with max_steps, so a "
                          "shorter run is not a prefix of the longer one; measure it (give its own budget)")
+    if patience < patience0 and settings.get("patience_on") != "accuracy":
+        raise ValueError(f"a rung with patience {patience} is read from each string's accuracy history, which "
+                         f"needs patience on teacher-forced accuracy; the bundle's strings watched "
+                         f"{settings.get('patience_on')!r}: measure it (give its own budget)")
     own = {int(c["m"]): c for c in bundle["curves"]}
     if m not in own:
         raise ValueError(f"m must be among the bundle's measured m {sorted(own)}; got {m}")
@@ -377,20 +401,44 @@ def derived_rung(store, bundle: dict, m: int, max_steps: int) -> dict:
         store = ResultsStore(store)
     ph = protocol_hash_for(settings)
     samples, lengths = int(bundle["samples"]), [int(n) for n in own[m]["lengths"]]
-    successes, totals, short = [], [], []
+    successes, totals, short, unknown = [], [], [], 0
     for n in lengths:
         rows = [r for r in store.rows(model=bundle["model"], m=m, n=n, source=bundle["source"],
                                       seed=int(bundle.get("seed", 0)), protocol_hash=ph)
                 if r.get("sample") is not None and int(r["sample"]) < samples]
         if len(rows) != samples:
             short.append(f"n = {n}: {len(rows)} of {samples}")
-        successes.append(sum(1 for r in rows if r["success"] and int(r["steps"]) <= max_steps))
+        ok = 0
+        for r in rows:
+            if not (r["success"] and int(r["steps"]) <= max_steps):
+                continue
+            if patience < patience0:
+                if not r.get("accuracy_history"):
+                    unknown += 1
+                    continue
+                ok += patience_stop(r["accuracy_history"], patience) >= int(r["steps"])
+            else:
+                ok += 1
+        successes.append(ok)
         totals.append(len(rows))
     if short:
         raise ValueError(f"the store {store.path} lacks strings of {bundle['model']}'s curve at m = {m} "
                          f"(protocol {ph}; {', '.join(short)}): run the bundle's command with this store first")
-    return measured_rung(max_steps, patience0, lengths, successes, totals, derived_from=steps0, strings_crammed=0,
-                         strings_from_store=sum(totals))
+    if unknown:
+        raise ValueError(f"{unknown} crammed strings of {bundle['model']}'s curve at m = {m} in {store.path} have "
+                         f"no accuracy history (crammed before it was recorded), so patience {patience} cannot "
+                         "be read from them: measure it (give its own budget)")
+    extra = dict(derived_patience_from=patience0) if patience < patience0 else {}
+    return measured_rung(max_steps, patience, lengths, successes, totals, derived_from=steps0, **extra,
+                         strings_crammed=0, strings_from_store=sum(totals))
+
+
+def _derivable(settings: dict, max_steps: int, patience: int) -> bool:
+    """Whether a (max_steps, patience) rung is a prefix of a run with ``settings`` (bundle settings
+    as :func:`_base_settings` gives them), to be read by :func:`derived_rung`."""
+    steps0, patience0 = int(settings["max_steps"]), int(settings["patience"])
+    return (settings.get("schedule") is None and max_steps < steps0 and patience <= patience0
+            and (patience == patience0 or settings.get("patience_on") == "accuracy"))
 
 
 def measured_rung(max_steps: int, patience: int, lengths, successes, totals, **extra) -> dict:
@@ -431,10 +479,11 @@ def budget_ladder(lm, bundle: dict, budgets, m: int = 1, *, lengths=None, store=
     crammed at its longest length (or none at its shortest) has ``n50_above`` (``n50_below``) that
     length instead (:func:`n50_bounds`), e.g. a larger budget that moved n50 past the grid.
 
-    A budget below the bundle's with the bundle's patience, under a protocol without a schedule
-    ("paper"), is a prefix of the bundle's own run: its rung is read from the steps the bundle's
-    strings took (:func:`derived_rung`, ``derived_from``; ``store`` must hold them) and nothing
-    is crammed. So a bundle measured with [A]'s 3000 steps has its 1000-step rung for free."""
+    A budget below the bundle's with the bundle's patience (or a smaller one, under patience on
+    accuracy), under a protocol without a schedule ("paper"), is a prefix of the bundle's own run:
+    its rung is read from the steps the bundle's strings took (:func:`derived_rung`,
+    ``derived_from``; ``store`` must hold them) and nothing is crammed. So a bundle measured with
+    9000 steps and patience 1500 has [A]'s 3000 / 500 and a 1000 / 500 rung for free."""
     from accesslib._checks import check_int
     from accesslib.experiments.curves import accessibility_curves
 
@@ -476,9 +525,8 @@ def budget_ladder(lm, bundle: dict, budgets, m: int = 1, *, lengths=None, store=
     name, samples = bundle["model"], int(bundle["samples"])
     t0 = time.perf_counter()
     for steps, patience in sorted(pairs):
-        if steps < steps0 and patience == int(settings["patience"]) and settings.get("schedule") is None \
-                and steps not in own_lengths:   # a prefix of the bundle's own run: read, not crammed
-            rungs.append(derived_rung(store, bundle, m, steps))
+        if _derivable(settings, steps, patience) and steps not in own_lengths:
+            rungs.append(derived_rung(store, bundle, m, steps, patience))   # a prefix of the bundle's run
             continue
         if isinstance(lm, str):    # loaded only for a rung that crams
             from accesslib.models.loading import load_model

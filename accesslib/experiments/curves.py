@@ -530,7 +530,8 @@ def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 
                                greedy_accuracy=res.greedy_accuracy, target_text=target_text,
                                target_ids=tids, greedy_ids=res.greedy_ids, memory=res.memory,
                                prefix_ids=res.prefix_ids, first_token_as_input=res.first_token_as_input,
-                               wall_time=time.perf_counter() - t0, reason=res.reason)
+                               wall_time=time.perf_counter() - t0, reason=res.reason,
+                               accuracy_history=res.accuracy_history)
                     try:
                         if store is not None:
                             store.add(row, settings=hash_input)

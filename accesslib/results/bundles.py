@@ -210,6 +210,24 @@ def rung_shift_text(rung: dict) -> str:
     return f"{word} ({'at least ' if rung.get('shift_is_bound') else ''}{rung['shift']:+.1f})"
 
 
+def rung_budget(rung: dict, rungs) -> str:
+    """A ladder rung's budget in words: "3,000 steps", with its patience ("3,000 steps, patience
+    500") where the ladder's ``rungs`` neither share one patience nor scale it with their steps."""
+    text = f"{rung['max_steps']:,} steps"
+    if len({r["patience"] for r in rungs}) > 1 and len({r["patience"] / r["max_steps"] for r in rungs}) > 1:
+        text += f", patience {rung['patience']:,}"
+    return text
+
+
+def rung_source(rung: dict) -> str:
+    """Where a ladder rung that crammed nothing came from: " (read from the 9,000-step run)" (with
+    its patience where the rung's is smaller), else ""."""
+    if not rung.get("derived_from"):
+        return ""
+    p0 = rung.get("derived_patience_from")
+    return f" (read from the {rung['derived_from']:,}-step run{f', patience {p0:,}' if p0 else ''})"
+
+
 def ladder_text(bundle: dict) -> str:
     """A bundle's budget ladder (:func:`accesslib.experiments.bundling.budget_ladder`) in a
     sentence: n50 at its m by step budget and where it stops moving; "" without a ladder."""
@@ -217,10 +235,8 @@ def ladder_text(bundle: dict) -> str:
     if not lad or not lad.get("rungs"):
         return ""
     rungs = lad["rungs"]
-    steps = ", ".join(f"{r['max_steps']:,} steps {rung_n50_text(r)}"
-                      + (" (shipped)" if r.get("shipped") else "")
-                      + (f" (read from the {r['derived_from']:,}-step run)" if r.get("derived_from") else "")
-                      for r in rungs)
+    steps = ", ".join(f"{rung_budget(r, rungs)} {rung_n50_text(r)}" + (" (shipped)" if r.get("shipped") else "")
+                      + rung_source(r) for r in rungs)
     text = f"n50 at m = {lad['m']} by step budget: {steps}."
     if lad.get("converged_at") is not None:
         at = lad["converged_at"]

@@ -212,8 +212,12 @@ _COLUMNS = (
     ("host", "TEXT"),
     ("reason", "TEXT"),               # why the optimisation stopped (None on success)
     ("run_id", "TEXT"),
+    ("accuracy_history", "TEXT"),     # json [[step, accuracy], ...]: where the best teacher-forced
+                                      # accuracy rose (StringResult.accuracy_history; added later)
 )
-_JSON_COLUMNS = {"target_ids", "greedy_ids", "memory_shape", "prefix_ids"}
+_JSON_COLUMNS = {"target_ids", "greedy_ids", "memory_shape", "prefix_ids", "accuracy_history"}
+#: columns added to the strings table after schema 1 shipped: an older file gains them when opened
+_ADDED_COLUMNS = ("accuracy_history",)
 _BOOL_COLUMNS = {"success", "tf_success", "first_token_as_input"}
 ALL_COLUMNS = KEY_COLUMNS + tuple(name for name, _ in _COLUMNS)
 #: what an export holds by default: the row id and every column but the memory vectors
@@ -589,6 +593,15 @@ class ResultsStore:
             # strings still being crammed (added after schema 1 shipped: older files gain it here;
             # a reader that does not know it ignores it)
             self._retry_locked(conn, INFLIGHT_TABLE, "create the inflight table")
+            have = {r[1] for r in conn.execute("PRAGMA table_info(strings)")}
+            for c in _ADDED_COLUMNS:
+                if c not in have:
+                    try:
+                        self._retry_locked(conn, f"ALTER TABLE strings ADD COLUMN {c} {dict(_COLUMNS)[c]}",
+                                           f"add the column {c}")
+                    except sqlite3.OperationalError as e:   # another process added it meanwhile
+                        if "duplicate column" not in str(e):
+                            raise
 
     def _retry_locked(self, conn, sql: str, what: str, attempts: int = 50):
         """Run one schema statement, waiting (up to ~1 minute) while another process holds the
@@ -652,9 +665,15 @@ class ResultsStore:
             arr = np.ascontiguousarray(np.asarray(mem, dtype=np.float32))
             r["memory_shape"] = list(arr.shape)
             r["memory"] = arr.tobytes()
-        for c in _JSON_COLUMNS:
+        for c in _JSON_COLUMNS - {"accuracy_history"}:
             if r.get(c) is not None and not isinstance(r[c], str):
                 r[c] = json.dumps([int(x) for x in r[c]])
+        hist = r.get("accuracy_history")
+        if hist is not None and not isinstance(hist, str):
+            try:
+                r["accuracy_history"] = json.dumps([[int(s), float(a)] for s, a in hist])
+            except (TypeError, ValueError):
+                fail("accuracy_history", "a list of [step, accuracy] pairs", hist)
         for c in _BOOL_COLUMNS:
             if r.get(c) is not None:
                 r[c] = int(bool(r[c]))
@@ -966,13 +985,15 @@ class ResultsStore:
             fail("other", "a different file from this store", str(other))
         if _inspect(other, self.timeout) != "ours":
             raise StoreError(other, "not an accesslib results store (it has no tables)")
-        cols = ", ".join(ALL_COLUMNS)
         with self._connection() as conn:
             conn.execute("ATTACH DATABASE ? AS other", (_read_uri(other),))
             try:
                 tables = {r[0] for r in conn.execute("SELECT name FROM other.sqlite_master WHERE type='table'")}
                 if "strings" not in tables:
                     fail("other", "a results store (it has no 'strings' table)", str(other))
+                theirs = {r[1] for r in conn.execute("PRAGMA other.table_info(strings)")}
+                # an older file lacks the columns added since: those stay empty
+                cols = ", ".join(c for c in ALL_COLUMNS if c in theirs)
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     before = conn.execute("SELECT COUNT(*) FROM main.strings").fetchone()[0]

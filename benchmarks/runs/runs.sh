@@ -16,11 +16,14 @@
 #   gemma-n50     Gemma-3-270M, m = 1, [A]'s protocol and layout, glove100k, n = 6, 9, 12, 18, 24, 32 x 6
 #   smol-tokens   SmolLM2-135M, m = 1, random tokens after BOS, fast protocol, 4500 steps,
 #                 patience 900, n = 10, 13, 16, 20, 24, 28 x 6
-#   smol-glove    SmolLM2-135M, m = 1, glove100k words after BOS, same budget, n = 16, 24, 32, 40 x 6
 #   smol-paper-tokens   SmolLM2-135M, m = 1, random tokens after BOS, [A]'s protocol with 9000 steps
 #                 (patience 500): its 1000- and 3000-step rungs are read from the same strings,
 #                 n = 12, 17, 22, 27, 32 x 6
-#   smol-paper-glove    the same with glove100k words, n = 20, 28, 36, 44, 52 x 6
+#   smol-glove-9k SmolLM2-135M, m = 1, glove100k words after BOS, [A]'s protocol with 3x its steps
+#                 and 3x its patience (9000 / 1500): [A]'s own 3000 / 500 (and 1000 / 500) are read
+#                 from the same strings (when each string's best accuracy rose), so one run is the
+#                 budget check, n = 20, 28, 36, 44, 52 x 6
+#   smol-tokens-9k  the same with random tokens after BOS, n = 12, 17, 22, 27, 32 x 6
 # A run under [A]'s protocol that ends well is followed by its budget ladder (1000 and, for
 # SmolLM2, 3000 steps), read from its own strings: its bundle in scratch/runs/NAME-bundle/ has it.
 set -euo pipefail
@@ -28,7 +31,7 @@ cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
 PY=${PY:-.venv/bin/python}
 LIVE=${RUNS_LIVE:-scratch/runs}              # the live stores, logs and bundles (not tracked)
 KEPT=${RUNS_KEPT:-benchmarks/runs/stores}    # their snapshots (tracked)
-RUNS="gemma-n50 smol-tokens smol-glove smol-paper-tokens smol-paper-glove"
+RUNS="gemma-n50 smol-tokens smol-paper-tokens smol-glove-9k smol-tokens-9k"
 
 args() {   # the make_bundles.py arguments of each run
   case "$1" in
@@ -36,12 +39,12 @@ args() {   # the make_bundles.py arguments of each run
       --protocol paper --search grid --lengths 1:6,9,12,18,24,32 --no-geometry";;
     smol-tokens) echo "--models smollm2-135m --m 1 --samples 6 --source tokens --bos --protocol fast
       --max-steps 4500 --patience 900 --search grid --lengths 1:10,13,16,20,24,28 --no-geometry";;
-    smol-glove) echo "--models smollm2-135m --m 1 --samples 6 --source glove100k --bos --protocol fast
-      --max-steps 4500 --patience 900 --search grid --lengths 1:16,24,32,40 --no-geometry";;
     smol-paper-tokens) echo "--models smollm2-135m --m 1 --samples 6 --source tokens --bos --protocol paper
       --max-steps 9000 --patience 500 --search grid --lengths 1:12,17,22,27,32 --no-geometry";;
-    smol-paper-glove) echo "--models smollm2-135m --m 1 --samples 6 --source glove100k --bos --protocol paper
-      --max-steps 9000 --patience 500 --search grid --lengths 1:20,28,36,44,52 --no-geometry";;
+    smol-glove-9k) echo "--models smollm2-135m --m 1 --samples 6 --source glove100k --bos --protocol paper
+      --max-steps 9000 --patience 1500 --search grid --lengths 1:20,28,36,44,52 --no-geometry";;
+    smol-tokens-9k) echo "--models smollm2-135m --m 1 --samples 6 --source tokens --bos --protocol paper
+      --max-steps 9000 --patience 1500 --search grid --lengths 1:12,17,22,27,32 --no-geometry";;
     *) echo "unknown run '$1' (one of: $RUNS)" >&2; exit 2;;
   esac
 }
@@ -49,7 +52,7 @@ args() {   # the make_bundles.py arguments of each run
 after_run() {   # what follows a finished run: under [A]'s protocol, the budget ladder read from its strings
   case "$1" in
     gemma-n50) echo "--add-budget-ladder gemma-3-270m --ladder 1000/500";;
-    smol-paper-*) echo "--add-budget-ladder smollm2-135m --ladder 1000/500 3000/500";;
+    smol-paper-tokens|smol-*-9k) echo "--add-budget-ladder smollm2-135m --ladder 1000/500 3000/500";;
   esac
 }
 

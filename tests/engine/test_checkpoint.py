@@ -39,6 +39,7 @@ def same(a, b):
     assert [s.reason for s in a.strings] == [s.reason for s in b.strings]
     for x, y in zip(a.strings, b.strings):
         assert torch.equal(x.memory, y.memory) and x.final_loss == y.final_loss
+        assert x.accuracy_history == y.accuracy_history and x.accuracy_history[0][0] == 0
 
 
 @pytest.mark.parametrize("lean", [True, False])
@@ -57,6 +58,27 @@ def test_an_interrupted_cram_resumes_where_it_stopped(neox, tmp_path, lean):
     assert [s.resumed_at for s in again.strings] == [7] * len(T)
     same(again, whole)                      # bit for bit: the same memories, steps and losses
     assert store.inflight() == []           # finished strings keep nothing
+
+
+def test_a_state_kept_before_histories_were_recorded_resumes_without_one(neox, tmp_path):
+    """A state an older accesslib kept has no accuracy history: the string resumes as before, and
+    its history is unknown (None), never a partial one that would pass for whole."""
+    import io
+
+    T = targets()
+    store = ResultsStore(tmp_path / "s.sqlite")
+    count, stop = stop_after(7)
+    cram(neox, T, 1, checkpoint=store, on_step=count, stop=stop, **KW)
+    for k in store.inflight():
+        state = torch.load(io.BytesIO(store.load_inflight(k["key"])), weights_only=True)
+        assert state["acc_history"][0][0] == 0
+        del state["acc_history"]
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        store.save_inflight({k["key"]: (buf.getvalue(), k["steps"])})
+    again = cram(neox, T, 1, checkpoint=store, **KW)
+    assert again.resumed == len(T) and [s.accuracy_history for s in again.strings] == [None] * len(T)
+    assert [s.steps for s in again.strings] == [s.steps for s in cram(neox, T, 1, **KW).strings]
 
 
 def test_states_are_kept_while_it_runs_and_a_crash_keeps_the_last_whole_step(neox, tmp_path, monkeypatch):

@@ -2,6 +2,7 @@
 scripts/make_bundles.py --with-budget-check / --add-budget-check, on the default embedded model."""
 import json
 import math
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -415,8 +416,10 @@ def test_smaller_budgets_are_read_from_the_steps_of_a_schedule_free_run(tmp_path
     want = {True: "budget-limited", False: "converged", None: "inconclusive"}[last["moved"]]
     assert label == want and f"with {last['max_steps']} steps" in text
     # what cannot be read from the strings is refused, in words
-    with pytest.raises(ValueError, match=r"max_steps must be below the bundle's 90 to be read from its strings"):
+    with pytest.raises(ValueError, match=r"smaller than its own 90 steps / patience 90 .*got 90 / 90"):
         bundling.derived_rung(store, saved, 1, 90)
+    with pytest.raises(ValueError, match=r"smaller than its own 90 steps / patience 90 .*got 30 / 120"):
+        bundling.derived_rung(store, saved, 1, 30, 120)
     with pytest.raises(ValueError, match="give the results store they were crammed into"):
         bundling.derived_rung(None, saved, 1, 30)
     with pytest.raises(ValueError, match=r"lacks strings of .* at m = 1 .*n = 2: 0 of 6.*run the bundle's command"):
@@ -424,6 +427,62 @@ def test_smaller_budgets_are_read_from_the_steps_of_a_schedule_free_run(tmp_path
     fast = dict(saved, settings=dict(saved["settings"], schedule="warmup_cosine"))
     with pytest.raises(ValueError, match="schedule .*stretches with max_steps"):
         bundling.derived_rung(store, fast, 1, 30)
+
+
+def test_smaller_patience_is_read_from_when_the_best_accuracy_rose(tmp_path):
+    """Each string keeps the steps where its best teacher-forced accuracy rose: under patience on
+    accuracy, a run with a smaller patience stops a string at the first rise not followed by
+    another within it, so its rung is read from the larger run's strings, and gets exactly the
+    counts of a fresh run with that patience."""
+    from accesslib.experiments.curves import accessibility_curves
+    from accesslib.models.loading import load_model
+
+    store = tmp_path / "s.sqlite"
+    lengths = [3, 5, 7, 9]
+    b = bundling.make_cramming_bundle(embedded.DEFAULT, (1,), samples=6, source="natural", protocol="paper",
+                                      search="grid", lengths={1: lengths}, max_steps=120, patience=60, store=store,
+                                      geometry=False, progress=False)
+    bundles.save(b, tmp_path)
+    saved = json.loads((tmp_path / f"cram-{embedded.DEFAULT}.json").read_text())
+    rows = ResultsStore(store).rows()
+    assert len(rows) == 24
+    for r in rows:   # the history: from step 0, rising, the last rise at or before the string's end
+        h = r["accuracy_history"]
+        assert h[0][0] == 0 and all(s1 > s0 and a1 > a0 for (s0, a0), (s1, a1) in zip(h, h[1:]))
+        assert h[-1][0] <= r["steps"] and (h[-1][1] == 1.0) == bool(r["tf_success"])
+        if r["reason"] == "patience":   # stopped 60 steps after its last rise
+            assert bundling.patience_stop(h, 60) == r["steps"] == h[-1][0] + 60
+    lm = load_model(embedded.DEFAULT)
+    for steps, patience in ((120, 8), (40, 20)):
+        rung = bundling.derived_rung(store, saved, 1, steps, patience)
+        assert rung["derived_from"] == 120 and rung["derived_patience_from"] == 60 and rung["strings_crammed"] == 0
+        (fresh,) = accessibility_curves(lm, [1], {1: lengths}, samples=6, source="natural", seed=0, store=store,
+                                        search="grid", protocol="paper", max_steps=steps, patience=patience)
+        assert fresh.strings_crammed == 24 and rung["successes"] == list(fresh.successes), (steps, patience)
+    assert sum(bundling.derived_rung(store, saved, 1, 120, 8)["successes"]) < sum(b["curves"][0]["successes"])
+    # the ladder reads it too, and names the patience where rungs differ in it
+    lad = bundling.budget_ladder(None, saved, [(40, 8)], store=store)
+    assert lad["rungs"][0]["patience"] == 8 and lad["rungs"][0]["derived_patience_from"] == 60
+    assert bundles.ladder_text(dict(saved, budget_ladder=lad)).startswith(
+        "n50 at m = 1 by step budget: 40 steps, patience 8 ")
+    assert "(read from the 120-step run, patience 60)" in bundles.ladder_text(dict(saved, budget_ladder=lad))
+    # refused in words: patience on the loss, and strings crammed before the history was kept
+    on_loss = dict(saved, settings=dict(saved["settings"], patience_on="loss"))
+    with pytest.raises(ValueError, match="needs patience on teacher-forced accuracy; .* watched 'loss'"):
+        bundling.derived_rung(store, on_loss, 1, 120, 8)
+    with sqlite3.connect(store) as conn:
+        conn.execute("UPDATE strings SET accuracy_history = NULL")
+    with pytest.raises(ValueError, match=r"crammed strings .* have no accuracy history"):
+        bundling.derived_rung(store, saved, 1, 120, 8)
+    assert bundling.derived_rung(store, saved, 1, 40)["patience"] == 60   # the same patience needs none
+
+
+def test_patience_stop_is_the_first_rise_not_followed_within_patience():
+    h = [[0, 0.1], [5, 0.3], [30, 0.6], [34, 1.0]]
+    assert bundling.patience_stop(h, 30) == 64       # no gap above 30: 30 steps after the last rise
+    assert bundling.patience_stop(h, 25) == 59       # 5 -> 30 is a gap of 25: not above it
+    assert bundling.patience_stop(h, 24) == 29       # ... above 24: stopped at 5 + 24
+    assert bundling.patience_stop(h, 4) == 4 and bundling.patience_stop([], 4) is None
 
 
 def test_a_read_rung_is_named_in_words_and_in_the_table(tmp_path, load_script):

@@ -114,3 +114,31 @@ def test_merge_copies_new_rows_and_protocols_once(tmp_path):
         b.merge(tmp_path / "nope.sqlite")
     with pytest.raises(ValueError, match="other must be a different file"):
         b.merge(b.path)
+
+
+def test_a_store_written_before_accuracy_histories_gains_the_column_and_merges(tmp_path):
+    """Files written before the accuracy_history column existed: opened, they gain it (their
+    strings read None: unknown); merged into a newer store, their strings come over without it."""
+    import shutil
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    st = ResultsStore(path)
+    st.add(dict(model="t", m=1, n=2, source="tokens", target_ids=[1, 2], seed=0, protocol_hash="p", success=True,
+                accuracy_history=[[0, 0.5], [3, 1.0]]))
+    assert st.rows()[0]["accuracy_history"] == [[0, 0.5], [3, 1.0]]
+    st.close()
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE strings DROP COLUMN accuracy_history")
+    conn.close()   # the last connection: its write-ahead log goes into the file copied below
+    shutil.copy(path, tmp_path / "old-copy.sqlite")
+    new = ResultsStore(tmp_path / "new.sqlite")
+    assert new.merge(tmp_path / "old-copy.sqlite") == 1 and new.rows()[0]["accuracy_history"] is None
+    reopened = ResultsStore(path)
+    assert reopened.rows()[0]["accuracy_history"] is None and reopened.rows()[0]["success"] is True
+    reopened.add(dict(model="t", m=1, n=3, source="tokens", target_ids=[1, 2, 3], seed=0, protocol_hash="p",
+                      success=False, accuracy_history=[[0, 0.0]]))
+    assert [r["accuracy_history"] for r in reopened.rows()] == [None, [[0, 0.0]]]
+    with pytest.raises(ValueError, match=r"accuracy_history must be a list of \[step, accuracy\] pairs"):
+        reopened.add(dict(model="t", m=1, n=4, source="tokens", target_ids=[1, 2, 3, 4], seed=0, protocol_hash="p",
+                          success=False, accuracy_history=[1, 2]))
