@@ -214,7 +214,9 @@ def rung_budget(rung: dict, rungs) -> str:
     """A ladder rung's budget in words: "3,000 steps", with its patience ("3,000 steps, patience
     500") where the ladder's ``rungs`` neither share one patience nor scale it with their steps."""
     text = f"{rung['max_steps']:,} steps"
-    if len({r["patience"] for r in rungs}) > 1 and len({r["patience"] / r["max_steps"] for r in rungs}) > 1:
+    patience = [r.get("patience") for r in rungs]
+    if None not in patience and len(set(patience)) > 1 \
+            and len({p / r["max_steps"] for p, r in zip(patience, rungs)}) > 1:
         text += f", patience {rung['patience']:,}"
     return text
 

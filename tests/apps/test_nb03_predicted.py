@@ -302,13 +302,14 @@ def test_the_shipped_smollm2_bundle_shows_its_budget_ladder():
     txt = app.readout.value
     assert html.escape(bundles.ladder_text(b)) in txt
     for r in lad["rungs"]:
-        assert f"{r['max_steps']:,} steps {r['n50']:.1f} ± {r['stderr']:.1f}" in txt
+        assert f"{bundles.rung_budget(r, lad['rungs'])} {r['n50']:.1f} ± {r['stderr']:.1f}" in txt
     # and drawn: the other budgets' n50 as hollow markers right of m = 1, each named, in the legend
     others = [r for r in lad["rungs"] if not r["shipped"]]
     xs, ys = app.art["ladder"].lines[0].get_data()
     assert list(ys) == pytest.approx([r["n50"] for r in others]) and all(1 < x < 1.5 for x in xs)
     assert list(xs) == sorted(xs)
-    assert [t.get_text() for t in app.art["ladder_texts"]] == [f"{r['max_steps']:,} steps" for r in others]
+    assert [t.get_text() for t in app.art["ladder_texts"]] == [bundles.rung_budget(r, lad["rungs"]) for r in others]
+    assert app.art["ladder_texts"][0].get_text() == "500 steps, patience 100"   # patience not scaled with steps
     legend = [t.get_text() for t in app.art["ax"].get_legend().get_texts()]
     assert legend[-1] == "n50 at other step budgets"
     rows = [r for r in app.data_rows() if r["panel"] == "n50 by step budget"]
