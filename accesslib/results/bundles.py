@@ -191,11 +191,17 @@ def budget_status(bundle: dict) -> tuple[str, str]:
 
 def rung_n50_text(rung: dict) -> str:
     """A ladder rung's n50: "16.8 ± 1.6", or its one-sided bound where no fit located it ("> 20
-    (all crammed at 20)", "< 10 (none crammed at 10)"), else "- ± -"."""
+    (all crammed at 20)", "< 10 (none crammed at 10)"), else "not located" with the counts at its
+    shortest and longest lengths (e.g. fewer than half crammed at the shortest: the 50% point
+    probably lies below the lengths measured, but the counts do not bound it)."""
     if rung.get("n50") is None and rung.get("n50_above") is not None:
         return f"> {rung['n50_above']} (all crammed at {rung['n50_above']})"
     if rung.get("n50") is None and rung.get("n50_below") is not None:
         return f"< {rung['n50_below']} (none crammed at {rung['n50_below']})"
+    if rung.get("n50") is None and rung.get("lengths"):
+        ends = [(n, s, t) for n, s, t in zip(rung["lengths"], rung["successes"], rung["totals"])]
+        ends = [ends[0], ends[-1]] if len(ends) > 1 else ends
+        return "not located (" + ", ".join(f"{s}/{t} crammed at {n}" for n, s, t in ends) + ")"
     return f"{_fmt(rung.get('n50'))} ± {_fmt(rung.get('stderr'))}"
 
 

@@ -18,12 +18,12 @@
 #                 patience 900, n = 10, 13, 16, 20, 24, 28 x 6
 #   smol-paper-tokens   SmolLM2-135M, m = 1, random tokens after BOS, [A]'s protocol with 9000 steps
 #                 (patience 500): its 1000- and 3000-step rungs are read from the same strings,
-#                 n = 12, 17, 22, 27, 32 x 6
+#                 n = 6, 9, 12, 17, 22, 27, 32 x 6 (6 and 9 added once 12 crammed only 2 of 6)
 #   smol-glove-9k SmolLM2-135M, m = 1, glove100k words after BOS, [A]'s protocol with 3x its steps
 #                 and 3x its patience (9000 / 1500): [A]'s own 3000 / 500 (and 1000 / 500) are read
 #                 from the same strings (when each string's best accuracy rose), so one run is the
 #                 budget check, n = 20, 28, 36, 44, 52 x 6
-#   smol-tokens-9k  the same with random tokens after BOS, n = 12, 17, 22, 27, 32 x 6
+#   smol-tokens-9k  the same with random tokens after BOS, n = 6, 9, 12, 17, 22, 27, 32 x 6
 # A run under [A]'s protocol that ends well is followed by its budget ladder (1000 and, for
 # SmolLM2, 3000 steps), read from its own strings: its bundle in scratch/runs/NAME-bundle/ has it.
 set -euo pipefail
@@ -40,11 +40,11 @@ args() {   # the make_bundles.py arguments of each run
     smol-tokens) echo "--models smollm2-135m --m 1 --samples 6 --source tokens --bos --protocol fast
       --max-steps 4500 --patience 900 --search grid --lengths 1:10,13,16,20,24,28 --no-geometry";;
     smol-paper-tokens) echo "--models smollm2-135m --m 1 --samples 6 --source tokens --bos --protocol paper
-      --max-steps 9000 --patience 500 --search grid --lengths 1:12,17,22,27,32 --no-geometry";;
+      --max-steps 9000 --patience 500 --search grid --lengths 1:6,9,12,17,22,27,32 --no-geometry";;
     smol-glove-9k) echo "--models smollm2-135m --m 1 --samples 6 --source glove100k --bos --protocol paper
       --max-steps 9000 --patience 1500 --search grid --lengths 1:20,28,36,44,52 --no-geometry";;
     smol-tokens-9k) echo "--models smollm2-135m --m 1 --samples 6 --source tokens --bos --protocol paper
-      --max-steps 9000 --patience 1500 --search grid --lengths 1:12,17,22,27,32 --no-geometry";;
+      --max-steps 9000 --patience 1500 --search grid --lengths 1:6,9,12,17,22,27,32 --no-geometry";;
     *) echo "unknown run '$1' (one of: $RUNS)" >&2; exit 2;;
   esac
 }

@@ -362,6 +362,10 @@ def test_a_rung_past_the_grid_is_a_one_sided_n50():
                     "> 20 (all crammed at 20). Still moving from 1,500 to 4,500 steps: no budget measured "
                     "here settles it yet.")
     assert [bundles.rung_shift_text(r) for r in rungs] == ["yes (+3.3)", "yes (at least +2.0)", "-"]
+    # a fit that places n50 outside the lengths, without a one-sided bound: the counts at the ends
+    unlocated = dict(max_steps=3000, patience=500, lengths=[12, 17, 22, 27, 32], successes=[2, 1, 1, 0, 0],
+                     totals=[6] * 5, n50=None, stderr=None)
+    assert bundles.rung_n50_text(unlocated) == "not located (2/6 crammed at 12, 0/6 crammed at 32)"
 
 
 def test_the_results_table_shows_a_rung_past_the_grid(tmp_path, load_script):
