@@ -22,7 +22,7 @@
 #   smol-glove-9k SmolLM2-135M, m = 1, glove100k words after BOS, [A]'s protocol with 3x its steps
 #                 and 3x its patience (9000 / 1500): [A]'s own 3000 / 500 (and 1000 / 500) are read
 #                 from the same strings (when each string's best accuracy rose), so one run is the
-#                 budget check, n = 20, 28, 36, 44, 52 x 6
+#                 budget check, n = 10, 16, 24, 34, 46 x 6
 #   smol-tokens-9k  the same with random tokens after BOS, n = 6, 9, 12, 17, 22, 27, 32 x 6
 # A run under [A]'s protocol that ends well is followed by its budget ladder (1000 and, for
 # SmolLM2, 3000 steps), read from its own strings: its bundle in scratch/runs/NAME-bundle/ has it.
@@ -42,7 +42,7 @@ args() {   # the make_bundles.py arguments of each run
     smol-paper-tokens) echo "--models smollm2-135m --m 1 --samples 6 --source tokens --bos --protocol paper
       --max-steps 9000 --patience 500 --search grid --lengths 1:6,9,12,17,22,27,32 --no-geometry";;
     smol-glove-9k) echo "--models smollm2-135m --m 1 --samples 6 --source glove100k --bos --protocol paper
-      --max-steps 9000 --patience 1500 --search grid --lengths 1:20,28,36,44,52 --no-geometry";;
+      --max-steps 9000 --patience 1500 --search grid --lengths 1:10,16,24,34,46 --no-geometry";;
     smol-tokens-9k) echo "--models smollm2-135m --m 1 --samples 6 --source tokens --bos --protocol paper
       --max-steps 9000 --patience 1500 --search grid --lengths 1:6,9,12,17,22,27,32 --no-geometry";;
     *) echo "unknown run '$1' (one of: $RUNS)" >&2; exit 2;;
