@@ -177,14 +177,17 @@ def budget_status(bundle: dict) -> tuple[str, str]:
         below = [r for r in lad.get("rungs") or [] if r.get("compared_with") is not None]
         settled = [r for r in below if r["max_steps"] == lad.get("converged_at")]
         ship = (settled or below[-1:] or [None])[0]
+    same_patience = None
     if not rows and ship is not None:   # a ladder without a budget check: that rung's comparison
         other = next(r for r in lad["rungs"] if r["max_steps"] == ship["compared_with"])
         ratio = other["max_steps"] / ship["max_steps"]
         rows.append((int(lad["m"]), ship.get("n50"), other.get("n50"), ship.get("moved"), ship["max_steps"],
                      other["max_steps"], int(ratio) if ratio == int(ratio) else round(ratio, 2)))
+        if ship.get("patience") is not None and ship.get("patience") == other.get("patience"):
+            same_patience = int(ship["patience"])
     ladder = ladder_text(bundle)
     if ladder:
-        label, text = _budget_status(rows)
+        label, text = _budget_status(rows, same_patience)
         return label, f"{text} {ladder}"
     return _budget_status(rows)
 
@@ -260,7 +263,9 @@ def ladder_text(bundle: dict) -> str:
     return text
 
 
-def _budget_status(rows) -> tuple[str, str]:
+def _budget_status(rows, same_patience=None) -> tuple[str, str]:
+    """``same_patience``: the patience both budgets of the comparison share (a ladder's steps
+    compared at one patience), said in the text: a larger patience was not checked."""
     if not rows:
         return "not checked", ("Budget not checked: nobody has re-measured these n50 with a larger step budget "
                                "(scripts/make_bundles.py --add-budget-check).")
@@ -271,15 +276,17 @@ def _budget_status(rows) -> tuple[str, str]:
         return "; ".join(f"m = {m}: {_fmt(a)} with {s0} steps, {_fmt(b)} with {s1}" for m, a, b, _, s0, s1, _ in rs)
 
     factor = rows[0][6]
+    budget = (f"{factor}x the step budget" if same_patience is None else
+              f"{factor}x the steps at the same patience ({same_patience:,})")
     if moved:
-        return "budget-limited", (f"Budget-limited: with {factor}x the step budget n50 moved by more than its "
+        return "budget-limited", (f"Budget-limited: with {budget} n50 moved by more than its "
                                   f"standard error ({say(moved)}), so these n50 measure the step budget as well "
                                   "as the model.")
     if unknown:
         return "inconclusive", (f"Budget check inconclusive: no n50 could be fitted at m = "
                                 f"{', '.join(str(r[0]) for r in unknown)} ({say(unknown)}).")
-    return "converged", (f"Converged: with {factor}x the step budget n50 moved by less than its standard error "
-                         f"({say(rows)}).")
+    return "converged", (f"Converged: with {budget} n50 moved by less than its standard error ({say(rows)})"
+                         + ("." if same_patience is None else "; a larger patience was not checked."))
 
 
 def predicted_slopes(bundle: dict, eps: float, r: float) -> dict:

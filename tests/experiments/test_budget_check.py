@@ -500,7 +500,10 @@ def test_a_read_rung_is_named_in_words_and_in_the_table(tmp_path, load_script):
         "14.3 ± 1.0 (shipped). It settles at 1,000 steps")
     label, text = bundles.budget_status(b)
     assert label == "converged" and "(m = 1: 14.0 with 1000 steps, 14.3 with 3000)" in text
-    assert text.startswith("Converged: with 3x the step budget")
+    # both rungs have patience 500: the text says the patience was not scaled with the steps
+    assert text.startswith("Converged: with 3x the steps at the same patience (500) n50 moved by less than its "
+                           "standard error (m = 1: 14.0 with 1000 steps, 14.3 with 3000); a larger patience was "
+                           "not checked. n50 at m = 1")
     b["budget_ladder"].update(converged_at=None, still_moving=True)
     rungs[0].update(moved=True, n50=10.0)
     assert bundles.budget_status(b)[0] == "budget-limited"
