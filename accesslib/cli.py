@@ -526,6 +526,9 @@ def _add_store(p: argparse.ArgumentParser):
     su = sub.add_parser("summary", help="one line per curve: strings, successes, n50 +- stderr",
                         description="One line per accessibility curve (model, m, source, protocol): "
                                     "strings, successes, lengths and the logistic fit's n50 +- stderr.")
+    su.add_argument("--by-length", action="store_true",
+                    help="also one row per length of each curve: strings crammed, how the others ended "
+                         "(patience, max_steps, a non-finite loss) and at which steps")
     _add_store_filters(su)
     su.set_defaults(_store_run=_run_store_summary)
     me = sub.add_parser("merge", help="copy the rows of another store file into this one",
@@ -660,7 +663,35 @@ def _run_store_summary(args) -> int:
         table.append((r["model"], str(r["m"]), r["source"], proto, str(r["strings"]), str(r["successes"]),
                       f"{r['n_min']}-{r['n_max']} ({r['lengths']})", n50))
     _print_table(table, right={1, 4, 5})
+    if getattr(args, "by_length", False):
+        _print_by_length(store, filters)
     return 0
+
+
+def _steps_range(steps) -> str:
+    return "-" if not steps else f"{min(steps)}" + (f"-{max(steps)}" if max(steps) != min(steps) else "")
+
+
+def _print_by_length(store, filters) -> None:
+    """The finished strings per curve and length: how many crammed and at which steps, and how the
+    others ended (patience, max_steps, non-finite loss) and at which steps. Under a patience rule
+    this says whether the step budget or the patience ends the strings that fail."""
+    groups: dict = {}
+    for r in store.rows(**filters):
+        key = (r["model"], r["source"], r["protocol_hash"], r["m"], r["n"])
+        groups.setdefault(key, []).append(r)
+    table = [("model", "source", "protocol", "m", "n", "strings", "crammed", "steps", "patience",
+              "max_steps", "other", "steps (not crammed)")]
+    for (model, source, ph, m, n), rs in sorted(groups.items()):
+        ok = [int(r["steps"]) for r in rs if r["success"]]
+        failed = [r for r in rs if not r["success"]]
+        why = [r.get("reason") for r in failed]
+        table.append((model, source, ph, str(m), str(n), str(len(rs)), str(len(ok)), _steps_range(ok),
+                      str(why.count("patience")), str(why.count("max_steps")),
+                      str(len(why) - why.count("patience") - why.count("max_steps")),
+                      _steps_range([int(r["steps"]) for r in failed if r.get("steps") is not None])))
+    print("finished strings by length (steps: the range over the strings):")
+    _print_table(table, right=set(range(3, 11)), indent="  ")
 
 
 def _print_table(table, right=(), indent="") -> None:

@@ -337,3 +337,26 @@ def test_the_parser_offers_every_target_source_the_engine_draws(capsys):
         main(["store", "summary", "--help"])
     out = capsys.readouterr().out
     assert "(natural, words, words100k, glove100k, tokens)" in " ".join(out.split())
+
+
+def test_store_summary_by_length_says_how_the_failures_ended(tmp_path, capsys):
+    """--by-length: per curve and length, how many crammed and at which steps, and whether the
+    patience or the step budget ended the others (the question [A]'s protocol raises)."""
+    from accesslib.results.store import ResultsStore
+    st = ResultsStore(tmp_path / "r.sqlite")
+    rows = [(True, 580, None), (True, 1098, None), (False, 856, "patience"), (False, 2318, "patience"),
+            (False, 3000, "max_steps"), (False, 12, "non-finite loss")]
+    for i, (ok, steps, reason) in enumerate(rows):
+        st.add(dict(model="smol", m=1, n=12, source="tokens", target_ids=[i, 1], seed=0, protocol_hash="p",
+                    sample=i, success=ok, steps=steps, reason=reason))
+    st.add(dict(model="smol", m=1, n=17, source="tokens", target_ids=[9, 9], seed=0, protocol_hash="p", sample=0,
+                success=False, steps=1214, reason="patience"))
+    assert main(["store", "summary", "--by-length", "--store", str(st.path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    at = out.index("finished strings by length (steps: the range over the strings):")
+    assert out[at + 1].split() == ["model", "source", "protocol", "m", "n", "strings", "crammed", "steps", "patience",
+                                   "max_steps", "other", "steps", "(not", "crammed)"]
+    assert out[at + 2].split() == ["smol", "tokens", "p", "1", "12", "6", "2", "580-1098", "2", "1", "1", "12-3000"]
+    assert out[at + 3].split() == ["smol", "tokens", "p", "1", "17", "1", "0", "-", "1", "0", "0", "1214"]
+    assert main(["store", "summary", "--store", str(st.path)]) == 0     # without it: no such table
+    assert "by length" not in capsys.readouterr().out

@@ -109,7 +109,7 @@ case "${1:-}" in
       name=$(basename "$live" .sqlite)
       state=stopped; pgrep -f "store $live" >/dev/null && state=running
       echo "== $name ($state)"
-      "$PY" -m accesslib store summary --store "$live"
+      "$PY" -m accesslib store summary --by-length --store "$live"
     done;;
   stop)   # the chains' shells first, so that no next run starts
     pkill -TERM -f "$LIVE/\.chain-.*\.sh chain" || true
