@@ -435,8 +435,10 @@ class _Row:
         self.key, self.resume = key, resume
         self.resumed_at = int(resume["step"]) if resume else 0
         # StringResult.accuracy_history so far (a kept state from before it was recorded: unknown)
-        self.acc_history = ([list(p) for p in resume["acc_history"]] if resume.get("acc_history") is not None
-                            else None) if resume else []
+        self.acc_history = []
+        if resume:
+            kept = resume.get("acc_history")
+            self.acc_history = None if kept is None else [list(p) for p in kept]
 
 
 #: what a kept state must match to be resumed: everything that shapes a string's trajectory
