@@ -348,10 +348,10 @@ def patience_stop(history, patience: int) -> int | None:
     steps = [int(s) for s, _ in history]
     if not steps:
         return None
-    for here, after in zip(steps, steps[1:] + [None]):
-        if after is None or after - here > patience:
+    for here, after in zip(steps, steps[1:]):
+        if after - here > patience:
             return here + patience
-    return None   # unreachable: the last rise always ends the loop
+    return steps[-1] + patience
 
 
 def derived_rung(store, bundle: dict, m: int, max_steps: int, patience: int | None = None) -> dict:
