@@ -663,7 +663,7 @@ def _run_store_summary(args) -> int:
         table.append((r["model"], str(r["m"]), r["source"], proto, str(r["strings"]), str(r["successes"]),
                       f"{r['n_min']}-{r['n_max']} ({r['lengths']})", n50))
     _print_table(table, right={1, 4, 5})
-    if getattr(args, "by_length", False):
+    if args.by_length:
         _print_by_length(store, filters)
     return 0
 

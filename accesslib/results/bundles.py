@@ -202,8 +202,8 @@ def rung_n50_text(rung: dict) -> str:
     if rung.get("n50") is None and rung.get("n50_below") is not None:
         return f"< {rung['n50_below']} (none crammed at {rung['n50_below']})"
     if rung.get("n50") is None and rung.get("lengths"):
-        ends = [(n, s, t) for n, s, t in zip(rung["lengths"], rung["successes"], rung["totals"])]
-        ends = [ends[0], ends[-1]] if len(ends) > 1 else ends
+        counts = list(zip(rung["lengths"], rung["successes"], rung["totals"]))
+        ends = counts[:1] + counts[1:][-1:]   # the shortest and the longest length
         return "not located (" + ", ".join(f"{s}/{t} crammed at {n}" for n, s, t in ends) + ")"
     return f"{_fmt(rung.get('n50'))} ± {_fmt(rung.get('stderr'))}"
 
