@@ -507,9 +507,10 @@ def main(argv=None):
             b = bundles.load("cram", name, a.out)
             n50s = [c["n50"] for c in b["curves"] if c["m"] == 1 and c["n50"]]
             # effective eps around a memory that holds a string a little shorter than n50 (m = 1),
-            # crammed the way the bundle's strings were (same source, same prefix)
+            # crammed the way the bundle's strings were (same source, prefix, protocol and layout)
             eff = dict(memory_n=int(0.75 * n50s[0]) if n50s else None, seed=b.get("seed", 0),
                        prefix_ids=b["settings"].get("prefix_ids"))
+            settings = {k: v for k, v in b["settings"].items() if k != "prefix_ids"}
             if a.geometry_file:   # a record measured before (python -m accesslib geometry --out)
                 kept = (b.get("geometry") or {}).get("effective_eps")
                 b["geometry"] = json.loads(Path(a.geometry_file).read_text())
@@ -517,9 +518,10 @@ def main(argv=None):
                     b["geometry"]["effective_eps"] = kept   # nothing measured before is lost
                 if a.effective_eps:
                     b["geometry"]["effective_eps"] = bundling.measure_effective_eps(
-                        load_model(name), a.effective_eps, source=b["source"], **eff)
+                        load_model(name), a.effective_eps, source=b["source"], settings=settings, **eff)
             else:
                 b["geometry"] = bundling.measure_geometry(load_model(name), name, memory_source=b["source"],
+                                                         memory_settings=settings,
                                                          effective_eps=a.effective_eps or 16, **eff)
                 b["geometry"]["command"] = command
             path = bundles.save(b, a.out)

@@ -300,7 +300,7 @@ class EffectiveEps:
 
 
 
-def effective_eps(model, memory=None, *, n_directions=16, n_tokens=4, prefix_ids=None,
+def effective_eps(model, memory=None, *, n_directions=16, n_tokens=4, prefix_ids=None, given_ids=None,
                   t_min=1e-9, t_max=1.0, steps=24, seed=0):
     """Measured effective precision: bisection per random direction ([A] section 3 assumes eps).
 
@@ -311,9 +311,10 @@ def effective_eps(model, memory=None, *, n_directions=16, n_tokens=4, prefix_ids
     smallest t such that memory + t ||memory|| u changes any of the first ``n_tokens`` greedy
     tokens. All directions are evaluated together at each step.
 
-    prefix_ids: token ids before the memory, as in cramming (the sequence is
-    [prefix_ids][memory], decoded by :func:`accesslib.engine.decoding.greedy` without a cache:
-    a full re-run per token, whose logits do not depend on how a cache was filled).
+    prefix_ids: token ids before the memory, as in cramming; given_ids: token ids after it (a
+    target's first token under ``first_token_as_input``). The sequence is
+    [prefix_ids][memory][given_ids], decoded by :func:`accesslib.engine.decoding.greedy` without
+    a cache: a full re-run per token, whose logits do not depend on how a cache was filled.
 
     Devices: the memory and the directions (drawn on the CPU from ``seed``, so the same on every
     device) live on the model's device, where the perturbed memories are formed (float32) and
@@ -342,7 +343,7 @@ def effective_eps(model, memory=None, *, n_directions=16, n_tokens=4, prefix_ids
     u = u / u.flatten(1).norm(dim=1)[:, None, None]
 
     def outputs(mem):
-        return greedy(hf, mem, n_tokens, prefix_ids=prefix_ids, cache=False)
+        return greedy(hf, mem, n_tokens, prefix_ids=prefix_ids, given_ids=given_ids, cache=False)
 
     def changed(t):  # t: [n_dir] float64 on the host -> bool [n_dir] on the host
         scale = (t * norm).to(device=dev, dtype=torch.float32)

@@ -25,16 +25,22 @@ from accesslib.results.store import ResultsStore
 
 
 def crammed_memory(lm, n: int, *, source: str = "tokens", seed: int = 0, tries: int = 4,
-                   prefix_ids=None):
+                   prefix_ids=None, settings=None):
     """A memory vector (m = 1) that greedily produces an n-token target (after ``prefix_ids``),
-    crammed with the fast protocol: (memory [1, d], target ids), or None when none of
-    ``tries`` targets could be crammed."""
+    crammed with the fast protocol, or with ``settings`` (a bundle's protocol settings, its
+    target layout included: ``add_special_tokens`` starts each target with the tokenizer's BOS,
+    ``first_token_as_input`` gives the first target token after the memory): (memory [1, d],
+    target ids), or None when none of ``tries`` targets could be crammed."""
     from accesslib.engine import cramming, targets
 
     n = max(2, int(n))
+    opts = dict(cramming.PROTOCOLS["fast"]) if settings is None else dict(settings)
+    specials = bool(opts.pop("add_special_tokens", False))
+    opts.pop("prefix_ids", None)   # given explicitly
     tg, _ = targets.make_targets(source, n, tries, seed=seed, tokenizer=lm.tokenizer,
-                                 vocab_size=facts.shared_vocab_size(lm.model))
-    res = cramming.cram(lm, tg, 1, seed=seed, prefix_ids=prefix_ids, **cramming.PROTOCOLS["fast"])
+                                 vocab_size=facts.shared_vocab_size(lm.model),
+                                 add_special_tokens=specials)
+    res = cramming.cram(lm, tg, 1, seed=seed, prefix_ids=prefix_ids, **opts)
     for i, r in enumerate(res.strings):
         if r.success:
             return r.memory.reshape(1, -1), [int(t) for t in tg[i].tolist()]
@@ -42,30 +48,38 @@ def crammed_memory(lm, n: int, *, source: str = "tokens", seed: int = 0, tries: 
 
 
 def measure_effective_eps(lm, directions: int = 16, *, memory_n=None, source="tokens",
-                          prefix_ids=None, seed=0) -> dict:
+                          prefix_ids=None, seed=0, settings=None) -> dict:
     """The effective-eps part of a geometry record: thresholds over ``directions`` random
     directions around a memory crammed with ``memory_n`` tokens from ``source`` after
-    ``prefix_ids`` (:func:`crammed_memory`; e.g. a little below n50 at m = 1), the output
-    that must not change being those n tokens; without ``memory_n``, or when cramming fails,
-    around a random memory vector (the cramming init), watching 4 tokens."""
+    ``prefix_ids`` (:func:`crammed_memory`, under ``settings`` when given, e.g. a little below
+    n50 at m = 1 under the bundle's own protocol and layout), the output that must not change
+    being those n tokens (less the first when ``settings`` give it as input: it is then given
+    after the memory, as in cramming); without ``memory_n``, or when cramming fails, around a
+    random memory vector (the cramming init), watching 4 tokens."""
     from accesslib.engine.geometry import effective_eps
 
-    got = crammed_memory(lm, memory_n, source=source, seed=seed, prefix_ids=prefix_ids) if memory_n else None
+    got = (crammed_memory(lm, memory_n, source=source, seed=seed, prefix_ids=prefix_ids, settings=settings)
+           if memory_n else None)
+    given = 1 if (settings or {}).get("first_token_as_input") else 0
     if got is not None:
         mem, ids = got
-        eff = effective_eps(lm, mem, n_directions=int(directions), n_tokens=len(ids),
-                            prefix_ids=prefix_ids, seed=seed)
+        eff = effective_eps(lm, mem, n_directions=int(directions), n_tokens=len(ids) - given,
+                            prefix_ids=prefix_ids, given_ids=ids[:given] or None, seed=seed)
         around = f"a memory crammed with {len(ids)} tokens ({source})"
+        if given:
+            around += ", the first given after it"
     else:
         eff = effective_eps(lm, n_directions=int(directions), prefix_ids=prefix_ids, seed=seed)
         around = "a random memory vector (4 tokens)"
     rec = effective_record(eff)
     rec.update(around=around, prefix_ids=list(prefix_ids or []))
+    if got is not None and given:
+        rec["given_ids"] = ids[:given]
     return rec
 
 
 def measure_geometry(lm, model_name, *, seed=0, progress=True, effective_eps=16, memory_n=None,
-                     memory_source="tokens", prefix_ids=None, **options) -> dict:
+                     memory_source="tokens", prefix_ids=None, memory_settings=None, **options) -> dict:
     """:func:`geometry_record` of a fresh :func:`accesslib.engine.geometry.geometry_report` (``options``
     go to it) with :func:`measure_effective_eps` over ``effective_eps`` directions (0: none)."""
     from accesslib.engine.geometry import geometry_report
@@ -74,7 +88,7 @@ def measure_geometry(lm, model_name, *, seed=0, progress=True, effective_eps=16,
     if effective_eps:
         rec["effective_eps"] = measure_effective_eps(lm, effective_eps, memory_n=memory_n,
                                                      source=memory_source, prefix_ids=prefix_ids,
-                                                     seed=seed)
+                                                     seed=seed, settings=memory_settings)
     return rec
 
 
@@ -614,8 +628,10 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
     geo = None
     if geometry is True:
         n50s = [c["n50"] for c in curves if c["m"] == 1 and c["n50"]]
+        # around a memory crammed as the curves' strings were: source, prefix, protocol, layout
         opts = dict(memory_n=int(0.75 * n50s[0]) if n50s else None, memory_source=source,
-                    prefix_ids=(settings or {}).get("prefix_ids"))
+                    prefix_ids=(settings or {}).get("prefix_ids"),
+                    memory_settings={k: v for k, v in (settings or {}).items() if k != "prefix_ids"} or None)
         opts.update(geometry_options or {})
         geo = measure_geometry(lm, model_name, seed=seed, progress=progress, **opts)
     elif isinstance(geometry, dict):   # a record measured before (python -m accesslib geometry --out)

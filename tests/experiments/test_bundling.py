@@ -123,3 +123,26 @@ def test_effective_eps_around_a_crammed_memory():
     rec0 = bundling.measure_geometry(lm, embedded.DEFAULT, progress=False, effective_eps=2,
                                     lengths=[4], per_length=8, n_cells=1000)
     assert rec0["effective_eps"]["around"].startswith("a random memory vector")
+
+
+def test_effective_eps_follows_the_bundles_protocol_and_layout():
+    # [A]'s protocol gives the first target token after the memory: the crammed memory is made
+    # that way, and the effective eps watches the tokens after it, with it given
+    from accesslib.engine import cramming
+    from accesslib.engine.decoding import greedy
+    from accesslib.engine.geometry import effective_eps
+    from accesslib.models.loading import load_model
+    lm = load_model(embedded.DEFAULT)
+    settings = dict(cramming.PROTOCOLS["paper"], max_steps=400, betas=[0.9, 0.9])   # as a bundle keeps them
+    mem, ids = bundling.crammed_memory(lm, 4, source="natural", settings=settings)
+    assert len(ids) == 4
+    assert greedy(lm, mem[None], 3, given_ids=ids[:1], cache=False)[0].tolist() == ids[1:]
+    rec = bundling.measure_effective_eps(lm, 3, memory_n=4, source="natural", settings=settings)
+    assert rec["n_tokens"] == 3 and rec["given_ids"] == ids[:1] and len(rec["rel"]) == 3
+    assert rec["around"] == "a memory crammed with 4 tokens (natural), the first given after it"
+    assert rec["median"] is not None and 0 < rec["median"] <= 1
+    # the thresholds are those of that memory with its first token given, not without it
+    with_given = effective_eps(lm, mem, n_directions=3, n_tokens=3, given_ids=ids[:1])
+    without = effective_eps(lm, mem, n_directions=3, n_tokens=3)
+    assert rec["rel"] == [float(x) if math.isfinite(x) else None for x in with_given.rel]
+    assert list(with_given.rel) != list(without.rel)
