@@ -111,6 +111,19 @@ def _strings_text(lo, hi) -> str:
     return "?" if lo is None else f"{lo}" if lo == hi else f"{lo}-{hi}"
 
 
+def single_point(bundle):
+    """(m, n50, stderr) when the bundle measured one m only (no slope to fit, e.g. Gemma-3-270M
+    at m = 1): the bound's own prediction there is n* = C·m, set against that n50 (n*/n50) in
+    place of C/a; None when the bundle has a slope or no n50."""
+    if (bundle.get("slope") or {}).get("slope"):
+        return None
+    pts = [c for c in bundle.get("curves") or [] if c.get("n50") is not None]
+    if len(pts) != 1:
+        return None
+    c = pts[0]
+    return int(c["m"]), float(c["n50"]), float(c.get("n50_stderr") or 0.0)
+
+
 def caveats_html(cav) -> str:
     """The caveats of :func:`bundle_caveats` as short HTML lines."""
     strings = _strings_text(cav["strings_min"], cav["strings_max"])
@@ -272,19 +285,37 @@ class PredictedApp(App):
 
     def _readout(self, slopes, a, sl, eps, r):
         """The numbers (measured a, every C with C/a) and, beside them, the bundle's caveats."""
-        ratios = " &nbsp;·&nbsp; ".join(
-            f"{html.escape(name)} {C:,.1f}" + (f" ({C / a:.1f}×)" if a and a > 0 else "")
-            for name, C in slopes.items() if C is not None)
+        one = single_point(self.bundle)   # one m only: n* = C·m against its n50, in place of C/a
+
+        def ratio(C):
+            if a and a > 0:
+                return f" ({C / a:.1f}×)"
+            return f" ({C * one[0] / one[1]:.1f}×)" if one else ""
+
+        ratios = " &nbsp;·&nbsp; ".join(f"{html.escape(name)} {C:,.1f}{ratio(C)}"
+                                        for name, C in slopes.items() if C is not None)
         me = self.values["measured_eps"]
         budget = f"step budget ×{self.caveats.get('budget_factor', 3)}: <b>{html.escape(self.caveats['budget'])}</b>"
-        fit = (f"measured a = <b>{a:.2f} ± {sl.get('slope_stderr') or float('nan'):.2f}</b> tokens/vector "
-               f"(fitted slope, R² = {sl.get('r2') or float('nan'):.3f}; {budget}); ball bound C = "
-               f"<b>{slopes['ball']:,.1f}</b>, ratio C/a = <b>{slopes['ball'] / a:.1f}×</b>" if a
-               else f"no slope fit in this bundle ({budget})")
+        if a:
+            fit = (f"measured a = <b>{a:.2f} ± {sl.get('slope_stderr') or float('nan'):.2f}</b> tokens/vector "
+                   f"(fitted slope, R² = {sl.get('r2') or float('nan'):.3f}; {budget}); ball bound C = "
+                   f"<b>{slopes['ball']:,.1f}</b>, ratio C/a = <b>{slopes['ball'] / a:.1f}×</b>")
+            head = "C in tokens/vector (C/a)"
+        elif one:
+            m1, n1, se1 = one
+            fit = (f"one m only, no slope to fit: measured n50 = <b>{n1:.1f} ± {se1:.1f}</b> at m = {m1} "
+                   f"({budget}); the ball bound there is n* = {m1}·C = <b>{m1 * slopes['ball']:,.1f}</b>, "
+                   f"ratio n*/n50 = <b>{m1 * slopes['ball'] / n1:.1f}×</b>")
+            head = f"C in tokens/vector (n*/n50 at m = {m1})"
+        else:
+            fit, head = f"no slope fit in this bundle ({budget})", "C in tokens/vector"
+        eps_line = measured_eps_html(me)
+        if one and me.get("ok"):
+            eps_line += f" (n*/n50 at m = {one[0]}: <b>{me['C'] * one[0] / one[1]:.1f}×</b>)"
         return ("<div style='display:flex;flex-wrap:wrap;gap:2px 28px;align-items:flex-start;font-size:92%;"
                 "line-height:1.4'>"
-                f"<div style='max-width:620px'>{fit}<br>C in tokens/vector (C/a) at ε = {eps:.3g}, r = {r:.3g}:"
-                f"<br>{ratios}<br>{measured_eps_html(me)}"
+                f"<div style='max-width:620px'>{fit}<br>{head} at ε = {eps:.3g}, r = {r:.3g}:"
+                f"<br>{ratios}<br>{eps_line}"
                 + (" (the dotted line, fixed: it does not follow the sliders)" if me.get("ok") else "") + "</div>"
                 "<div style='max-width:560px'><b>About this measurement:</b><br>"
                 f"{caveats_html(self.caveats)}</div>"
@@ -307,8 +338,11 @@ class PredictedApp(App):
             rows.append(dict(panel="measured slope", model=model, slope=a, slope_stderr=v["fit"].get("slope_stderr"),
                              intercept=v["fit"].get("intercept"), r2=v["fit"].get("r2"), budget=cav["budget"],
                              budget_text=cav["budget_text"]))
+        one = single_point(self.bundle)
         rows += [dict(panel="predicted slope", model=model, bound=name, C=C, eps=v["eps"], r=v["r"],
-                      C_over_a=C / a if a and a > 0 and C else None) for name, C in v["slopes"].items()]
+                      C_over_a=C / a if a and a > 0 and C else None,
+                      **({"n_star_over_n50": C * one[0] / one[1], "at_m": one[0]} if one and C else {}))
+                 for name, C in v["slopes"].items()]
         me = v["measured_eps"]
         if me.get("ok"):   # the dotted line (drawn = True) and the other bounds at the same measured ε
             rows += [dict(panel="predicted slope at the measured ε", model=model, bound=name, C=C,

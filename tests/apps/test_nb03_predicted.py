@@ -408,3 +408,29 @@ def test_a_model_that_a_published_is_set_beside_its_published_numbers(tmp_path, 
     app.model.value = embedded.DEFAULT               # not one of [A]'s models
     assert "[A] measured this model" not in app.readout.value
     assert not [r for r in app.data_rows() if r["panel"] == "[A]'s measurement of this model"]
+
+
+def test_one_m_bundle_sets_the_bound_at_that_m_against_its_n50(tmp_path, monkeypatch):
+    """A bundle measured at one m only (Gemma-3-270M at m = 1) has no slope: the readout sets
+    n* = C·m against that n50 (n*/n50), for every bound and the measured-ε line, and says so."""
+    from accesslib.apps.nb03_predicted import single_point
+    b = bundles.load("cram", embedded.DEFAULT)
+    assert single_point(b) is None   # a slope: C/a as before
+    one = dict(b, curves=[c for c in b["curves"] if c["m"] == 1], slope=None)
+    c1 = one["curves"][0]
+    assert single_point(one) == (1, c1["n50"], c1["n50_stderr"])
+    out = tmp_path / "b"
+    bundles.save(one, out)
+    monkeypatch.setattr(bundles, "bundle_dir", lambda: out)
+    app = PredictedApp(canvas="agg", model=embedded.DEFAULT, published=False)
+    assert app.last_error is None, app.last_error
+    ball = app.values["slopes"]["ball"]
+    txt = app.readout.value
+    assert f"measured n50 = <b>{c1['n50']:.1f} ± {c1['n50_stderr']:.1f}</b> at m = 1" in txt
+    assert f"ratio n*/n50 = <b>{ball / c1['n50']:.1f}×</b>" in txt and "C/a" not in txt.split("bound at the measured")[0]
+    assert f"ball {ball:,.1f} ({ball / c1['n50']:.1f}×)" in txt
+    me = app.values["measured_eps"]
+    assert me["ok"] and f"(n*/n50 at m = 1: <b>{me['C'] / c1['n50']:.1f}×</b>)" in txt
+    rows = [r for r in app.data_rows() if r["panel"] == "predicted slope"]
+    assert {r["bound"]: r["n_star_over_n50"] for r in rows}["ball"] == pytest.approx(ball / c1["n50"])
+    assert all(r["C_over_a"] is None for r in rows)
