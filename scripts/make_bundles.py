@@ -511,6 +511,8 @@ def main(argv=None):
             eff = dict(memory_n=int(0.75 * n50s[0]) if n50s else None, seed=b.get("seed", 0),
                        prefix_ids=b["settings"].get("prefix_ids"))
             settings = {k: v for k, v in b["settings"].items() if k != "prefix_ids"}
+            if a.store and n50s:   # one of the bundle's own crammed memories, when its store holds them
+                eff["crammed"] = bundling.stored_memory(a.store, b, 0.75 * n50s[0])
             if a.geometry_file:   # a record measured before (python -m accesslib geometry --out)
                 kept = (b.get("geometry") or {}).get("effective_eps")
                 b["geometry"] = json.loads(Path(a.geometry_file).read_text())

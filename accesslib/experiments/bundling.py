@@ -47,25 +47,54 @@ def crammed_memory(lm, n: int, *, source: str = "tokens", seed: int = 0, tries: 
     return None
 
 
+def stored_memory(store, bundle: dict, near: float):
+    """A memory the bundle's own run crammed (m = 1), read from the results store it was crammed
+    into: of its successful strings, the one whose n is closest to ``near`` (the longer of two
+    equally close, then the lowest sample). (memory [1, d], target ids, n, sample), or None
+    when the store holds no crammed m = 1 string of this bundle with its memory."""
+    import numpy as np
+
+    from accesslib.experiments.curves import protocol_hash_for
+
+    if not isinstance(store, ResultsStore):
+        store = ResultsStore(store)
+    settings = _base_settings(bundle["settings"], from_json=True)
+    rows = [r for r in store.rows(memory=True, model=bundle["model"], m=1, source=bundle["source"],
+                                  seed=int(bundle.get("seed", 0)), protocol_hash=protocol_hash_for(settings))
+            if r["success"] and r.get("memory") is not None and r.get("target_ids")]
+    if not rows:
+        return None
+    r = min(rows, key=lambda r: (abs(int(r["n"]) - near), -int(r["n"]), int(r.get("sample") or 0)))
+    return (np.asarray(r["memory"], dtype=np.float32).reshape(1, -1), [int(t) for t in r["target_ids"]],
+            int(r["n"]), int(r.get("sample") or 0))
+
+
 def measure_effective_eps(lm, directions: int = 16, *, memory_n=None, source="tokens",
-                          prefix_ids=None, seed=0, settings=None) -> dict:
+                          prefix_ids=None, seed=0, settings=None, crammed=None) -> dict:
     """The effective-eps part of a geometry record: thresholds over ``directions`` random
     directions around a memory crammed with ``memory_n`` tokens from ``source`` after
     ``prefix_ids`` (:func:`crammed_memory`, under ``settings`` when given, e.g. a little below
     n50 at m = 1 under the bundle's own protocol and layout), the output that must not change
     being those n tokens (less the first when ``settings`` give it as input: it is then given
     after the memory, as in cramming); without ``memory_n``, or when cramming fails, around a
-    random memory vector (the cramming init), watching 4 tokens."""
+    random memory vector (the cramming init), watching 4 tokens. ``crammed``: a memory crammed
+    before and its target, e.g. one of the bundle's own strings (:func:`stored_memory`), used
+    instead of cramming one."""
+    import torch
+
     from accesslib.engine.geometry import effective_eps
 
-    got = (crammed_memory(lm, memory_n, source=source, seed=seed, prefix_ids=prefix_ids, settings=settings)
-           if memory_n else None)
+    got = crammed[:2] if crammed is not None else (
+        crammed_memory(lm, memory_n, source=source, seed=seed, prefix_ids=prefix_ids, settings=settings)
+        if memory_n else None)
     given = 1 if (settings or {}).get("first_token_as_input") else 0
     if got is not None:
         mem, ids = got
-        eff = effective_eps(lm, mem, n_directions=int(directions), n_tokens=len(ids) - given,
+        eff = effective_eps(lm, torch.as_tensor(mem), n_directions=int(directions), n_tokens=len(ids) - given,
                             prefix_ids=prefix_ids, given_ids=ids[:given] or None, seed=seed)
         around = f"a memory crammed with {len(ids)} tokens ({source})"
+        if crammed is not None and len(crammed) > 3:
+            around += f", string {crammed[3]} of n = {crammed[2]} of the bundle's own run"
         if given:
             around += ", the first given after it"
     else:
@@ -79,16 +108,18 @@ def measure_effective_eps(lm, directions: int = 16, *, memory_n=None, source="to
 
 
 def measure_geometry(lm, model_name, *, seed=0, progress=True, effective_eps=16, memory_n=None,
-                     memory_source="tokens", prefix_ids=None, memory_settings=None, **options) -> dict:
+                     memory_source="tokens", prefix_ids=None, memory_settings=None, crammed=None,
+                     **options) -> dict:
     """:func:`geometry_record` of a fresh :func:`accesslib.engine.geometry.geometry_report` (``options``
-    go to it) with :func:`measure_effective_eps` over ``effective_eps`` directions (0: none)."""
+    go to it) with :func:`measure_effective_eps` over ``effective_eps`` directions (0: none),
+    around ``crammed`` when given (a memory crammed before, :func:`stored_memory`)."""
     from accesslib.engine.geometry import geometry_report
 
     rec = geometry_record(geometry_report(lm, name=model_name, progress=progress, seed=seed, **options))
     if effective_eps:
         rec["effective_eps"] = measure_effective_eps(lm, effective_eps, memory_n=memory_n,
                                                      source=memory_source, prefix_ids=prefix_ids,
-                                                     seed=seed, settings=memory_settings)
+                                                     seed=seed, settings=memory_settings, crammed=crammed)
     return rec
 
 

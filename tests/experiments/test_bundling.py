@@ -146,3 +146,33 @@ def test_effective_eps_follows_the_bundles_protocol_and_layout():
     without = effective_eps(lm, mem, n_directions=3, n_tokens=3)
     assert rec["rel"] == [float(x) if math.isfinite(x) else None for x in with_given.rel]
     assert list(with_given.rel) != list(without.rel)
+
+
+def test_effective_eps_around_one_of_the_bundles_own_memories(tmp_path):
+    """With the results store of the bundle's run, no memory is crammed again: the effective eps
+    is measured around one the run crammed (the crammed string whose n is closest to the asked
+    length), with the bundle's layout (the first target token given after it)."""
+    from accesslib.engine.decoding import greedy
+    from accesslib.models.loading import load_model
+    from accesslib.results.store import ResultsStore
+    store = tmp_path / "s.sqlite"
+    b = bundling.make_cramming_bundle(embedded.DEFAULT, [1], samples=2, source="natural", protocol="paper",
+                                      search="grid", lengths={1: [3, 5]}, max_steps=300, store=store,
+                                      progress=False, geometry=False)
+    rows = [r for r in ResultsStore(store).rows(memory=True) if r["success"]]
+    assert rows, "the tiny model crams 3 natural tokens"
+    got = bundling.stored_memory(store, b, 3.4)
+    mem, ids, n, sample = got
+    want = min(rows, key=lambda r: (abs(r["n"] - 3.4), -r["n"], r["sample"]))
+    assert (n, sample, ids) == (want["n"], want["sample"], want["target_ids"]) and len(ids) == n
+    assert mem.tolist() == want["memory"].reshape(1, -1).tolist()
+    lm = load_model(embedded.DEFAULT)
+    # it is the run's memory, in the run's layout: the first token given, the rest greedy
+    assert greedy(lm, torch.as_tensor(mem)[None], n - 1, given_ids=ids[:1], cache=False)[0].tolist() == ids[1:]
+    rec = bundling.measure_effective_eps(lm, 2, source="natural", settings=b["settings"], crammed=got)
+    assert rec["n_tokens"] == n - 1 and rec["given_ids"] == ids[:1]
+    assert rec["around"] == (f"a memory crammed with {n} tokens (natural), string {sample} of n = {n} of the "
+                             "bundle's own run, the first given after it")
+    # another protocol's rows are not this bundle's
+    other = dict(b, settings=dict(b["settings"], lr=0.5))
+    assert bundling.stored_memory(store, other, 3) is None
