@@ -33,6 +33,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _one_m(b) -> str:
+    """The slope column of a bundle measured at fewer than two m: what it has instead."""
+    pts = [c for c in b["curves"] if c.get("n50") is not None]
+    if len(pts) == 1:
+        c = pts[0]
+        return f"one m (n50 = {c['n50']:.1f} ± {c.get('n50_stderr') or float('nan'):.1f} at m = {c['m']})"
+    return "no n50 to fit"
+
+
 def table_markdown(directory=None) -> str:
     """Markdown tables from the bundles in ``directory``: n50 per m, then the family slopes."""
     from accesslib.models import embedded
@@ -72,7 +81,8 @@ def table_markdown(directory=None) -> str:
         st = b["settings"]
         lines.append(
             f"| {name} | {b['facts']['d']} | {b['facts']['vocab_size']} | "
-            f"{fmt(sl.get('slope'), '.2f')} ± {fmt(sl.get('slope_stderr'), '.2f')} | {fmt(sl.get('r2'), '.3f')} | "
+            + (f"{fmt(sl.get('slope'), '.2f')} ± {fmt(sl.get('slope_stderr'), '.2f')} | {fmt(sl.get('r2'), '.3f')} | "
+               if sl.get("slope") else f"none: {_one_m(b)} | - | ") +
             f"{fmt(rb.get('C'))} | {fmt(rb.get('ratio'))} | {fmt(rx.get('C'))} | {fmt(rx.get('ratio'))} | "
             f"{b['source']}, {b['protocol']}, {b['samples']} strings/length, max_steps {st.get('max_steps')}"
             f"{', after BOS' if st.get('prefix_ids') else ''} | "
@@ -153,10 +163,14 @@ def budget_table(names, directory=None) -> list[str]:
     notes = []
     for name in names:
         b = bundles.load("cram", name, directory)
-        label, _ = bundles.budget_status(b)
+        label, text = bundles.budget_status(b)
         chk = b.get("budget_check")
         if not chk:
             out.append(f"| {name} | {label} | - | - | - | - | - | - | - | - |")
+            if b.get("budget_ladder"):   # checked by its ladder only (below): say how far that goes
+                said = text.split(". n50 at")[0]
+                notes.append(f"- {name}: no check with a larger step budget *and* patience; {said[:1].lower()}{said[1:]}"
+                             " (its budget ladder, below).")
             continue
         st = chk["settings"]
         own = {int(c["m"]): c["lengths"] for c in b["curves"]}
@@ -189,6 +203,7 @@ def budget_table(names, directory=None) -> list[str]:
                 "smaller run is a prefix of the larger one.", "",
                 "| model | m | steps, patience | lengths | crammed / strings per length | n50 | against | moved (stderr) |",
                 "|---|---|---|---|---|---|---|---|"]
+        summaries = []
         for name, lad in ladders:
             for r in lad["rungs"]:
                 counts = ", ".join(f"{s}/{t}" for s, t in zip(r["successes"], r["totals"]))
@@ -197,7 +212,8 @@ def budget_table(names, directory=None) -> list[str]:
                 out.append(f"| {name} | {lad['m']} | {r['max_steps']:,}, {r['patience']:,}{note}"
                            f" | {', '.join(map(str, r['lengths']))} | "
                            f"{counts} | {bundles.rung_n50_text(r)} | {against} | {bundles.rung_shift_text(r)} |")
-            out += ["", f"{name}: {bundles.ladder_text({'budget_ladder': lad})}"]
+            summaries.append(f"- {name}: {bundles.ladder_text({'budget_ladder': lad})}")
+        out += [""] + summaries   # below the table: a line inside it would cut it in two
     return out
 
 

@@ -162,8 +162,14 @@ def published_html(match, bundle) -> str:
         per_m.append(f"m = {m}: {ours}" + (f", {theirs[m]} [A]" if m in theirs else ""))
     sl = bundle.get("slope") or {}
     a = sl.get("slope")
-    ours_a = (f"a = {a:.2f} ± {sl.get('slope_stderr') or float('nan'):.2f} (×{a / match['slope']:.2f} theirs)"
-              if a and match["slope"] else "no slope (one m)")
+    one = single_point(bundle)
+    if a and match["slope"]:
+        ours_a = f"a = {a:.2f} ± {sl.get('slope_stderr') or float('nan'):.2f} (×{a / match['slope']:.2f} theirs)"
+    elif one and match["slope"]:   # their line at that m, read as through the origin (no intercept published)
+        ours_a = (f"no slope (one m); n50 at m = {one[0]} is ×{one[1] / (one[0] * match['slope']):.2f} their "
+                  f"slope × m = {one[0] * match['slope']:.1f} (their line taken through 0)")
+    else:
+        ours_a = "no slope (one m)"
     settings = bundle.get("settings") or {}
     steps = settings.get("max_steps")
     dtype = (bundle.get("facts") or {}).get("dtype", "?")

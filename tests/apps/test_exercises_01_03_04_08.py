@@ -410,3 +410,37 @@ def test_08_q3_convergence_like_one_over_sqrt_n(app08):
     for key in ("out_dist", "tv"):
         slope = np.polyfit(logn, np.log(np.asarray(c[key], float).mean(1)), 1)[0]
         assert abs(slope + 0.5) < 0.1, (key, slope)                 # "roughly like 1/sqrt(N)"
+
+
+def test_03_q7_gemma_against_the_published_slope():
+    """Q7: Gemma-3-270M, measured at m = 1 only under [A]'s protocol: n50 against [A]'s slope and
+    against its own bounds (n*/n50), and what the budget label covers."""
+    pytest.importorskip("torch")
+    from accesslib.apps.nb03_predicted import PredictedApp, single_point
+
+    app = PredictedApp(canvas="agg", model="gemma-3-270m")
+    v, b = app.values, app.bundle
+    assert [c["m"] for c in b["curves"]] == [1] and not (b.get("slope") or {}).get("slope")   # "m = 1 only"
+    m, n50, se = single_point(b)
+    assert (round(n50, 1), round(se, 1)) == (9.5, 1.0)
+    assert b["source"] == "glove100k" and b["protocol"] == "paper" and b["settings"]["add_special_tokens"]
+    assert b["settings"]["max_steps"] == 3000 and b["settings"]["patience"] == 500
+    pm = v["published_match"]
+    assert pm["slope"] == 22.97 and n50 < pm["slope"] / 2 and round(n50 / pm["slope"], 2) == 0.42
+    ball = v["slopes"]["ball"]
+    assert (round(ball, 1), round(ball / n50, 1)) == (426.7, 44.7)
+    me = v["measured_eps"]
+    assert me["line"] == "box+cells" and f"{me['eps_rel']:.3g}" == "0.0243"
+    assert (round(me["C"], 1), round(me["C"] / n50, 1)) == (40.5, 4.2)
+    assert "of the bundle's own run" in me["around"]
+    assert v["caveats"]["budget"] == "converged" and "a larger patience was not checked" in v["caveats"]["budget_text"]
+    lad = {r["max_steps"]: r for r in b["budget_ladder"]["rungs"]}
+    assert (round(lad[1000]["n50"], 1), round(lad[1000]["stderr"], 1)) == (9.0, 0.8)
+    text = html.unescape(app.readout.value)
+    for words in ("ratio n*/n50 = 44.7×", "(n*/n50 at m = 1: 4.2×)", "slope 22.97",
+                  "n50 at m = 1 is ×0.42 their slope × m = 23.0"):
+        assert words in text.replace("<b>", "").replace("</b>", ""), words
+    says(answers("03-predicted-vs-measured.ipynb"), "It was measured at m = 1 only",
+         "n50 = 9.5 ± 1.0, less than half of [A]'s slope of 22.97 (×0.42 of their line at m = 1",
+         "The ball bound there is 426.7, 44.7 times the n50; at the measured ε (0.0243·r∞) box+cells gives 40.5, 4.2 times.",
+         "1000 steps give 9.0 ± 0.8, and a larger patience was not checked")

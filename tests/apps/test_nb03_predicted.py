@@ -384,7 +384,8 @@ def test_a_model_that_a_published_is_set_beside_its_published_numbers(tmp_path, 
     c1 = next(c for c in gemma["curves"] if c["m"] == 1)
     txt = app.readout.value
     assert "<b>[A] measured this model</b> (google/gemma-3-270m, Random): slope <b>22.97</b> tokens/vector" in txt
-    assert "slope <b>22.97</b> tokens/vector, n50 per m not published. Here: no slope (one m).<br>" in txt
+    assert ("slope <b>22.97</b> tokens/vector, n50 per m not published. Here: no slope (one m); n50 at m = 1 is "
+            f"×{c1['n50'] / 22.97:.2f} their slope × m = 23.0 (their line taken through 0).<br>") in txt
     assert f"m = 1: {c1['n50']:.1f} ± {c1['n50_stderr']:.1f} here." in txt
     assert "<br>" + html.escape("The same targets: [A]'s own word list") in txt
     steps = gemma["settings"]["max_steps"]
