@@ -529,6 +529,11 @@ def _add_store(p: argparse.ArgumentParser):
     su.add_argument("--by-length", action="store_true",
                     help="also one row per length of each curve: strings crammed, how the others ended "
                          "(patience, max_steps, a non-finite loss) and at which steps")
+    su.add_argument("--patience", type=int, default=None, metavar="P",
+                    help="with --by-length: also how many of the crammed strings a run with patience P on "
+                         "teacher-forced accuracy would have crammed (read from when each string's best "
+                         "accuracy rose; a smaller patience than the run's: a failure under the run's own "
+                         "cannot say what a larger one would have done)")
     _add_store_filters(su)
     su.set_defaults(_store_run=_run_store_summary)
     me = sub.add_parser("merge", help="copy the rows of another store file into this one",
@@ -634,6 +639,11 @@ def _protocol_names(store, hashes) -> dict:
 def _run_store_summary(args) -> int:
     import math
 
+    if args.patience is not None:
+        if not args.by_length:
+            raise ValueError("--patience goes with --by-length (it adds a column to that table)")
+        if args.patience < 1:
+            raise ValueError(f"--patience must be a number of steps >= 1; got {args.patience}")
     store = _open_store(args.store)
     filters = _store_filters(args)
     hashes = {r["protocol_hash"] for r in store.runs()}
@@ -664,7 +674,7 @@ def _run_store_summary(args) -> int:
                       f"{r['n_min']}-{r['n_max']} ({r['lengths']})", n50))
     _print_table(table, right={1, 4, 5})
     if args.by_length:
-        _print_by_length(store, filters)
+        _print_by_length(store, filters, args.patience)
     return 0
 
 
@@ -672,26 +682,41 @@ def _steps_range(steps) -> str:
     return "-" if not steps else f"{min(steps)}" + (f"-{max(steps)}" if max(steps) != min(steps) else "")
 
 
-def _print_by_length(store, filters) -> None:
+def _crammed_with_patience(rows, patience: int) -> str:
+    """How many of the crammed ``rows`` a run with ``patience`` on teacher-forced accuracy would
+    have crammed too (its stop, :func:`accesslib.results.bundles.patience_stop`, not before the
+    step where the string crammed); "+k unknown" for strings kept without an accuracy history."""
+    from accesslib.results.bundles import patience_stop
+
+    known = [r for r in rows if r["success"] and r.get("accuracy_history")]
+    k = sum(patience_stop(r["accuracy_history"], patience) >= int(r["steps"]) for r in known)
+    unknown = sum(1 for r in rows if r["success"]) - len(known)
+    return f"{k}" + (f" (+{unknown} unknown)" if unknown else "")
+
+
+def _print_by_length(store, filters, patience=None) -> None:
     """The finished strings per curve and length: how many crammed and at which steps, and how the
     others ended (patience, max_steps, non-finite loss) and at which steps. Under a patience rule
-    this says whether the step budget or the patience ends the strings that fail."""
+    this says whether the step budget or the patience ends the strings that fail. ``patience``:
+    also how many of the crammed a run with that (smaller) patience would have crammed."""
     groups: dict = {}
     for r in store.rows(**filters):
         key = (r["model"], r["source"], r["protocol_hash"], r["m"], r["n"])
         groups.setdefault(key, []).append(r)
-    table = [("model", "source", "protocol", "m", "n", "strings", "crammed", "steps", "patience",
-              "max_steps", "other", "steps (not crammed)")]
+    extra = (f"crammed, patience {patience}",) if patience else ()
+    table = [("model", "source", "protocol", "m", "n", "strings", "crammed", "steps") + extra
+             + ("patience", "max_steps", "other", "steps (not crammed)")]
     for (model, source, ph, m, n), rs in sorted(groups.items()):
         ok = [int(r["steps"]) for r in rs if r["success"]]
         failed = [r for r in rs if not r["success"]]
         why = [r.get("reason") for r in failed]
-        table.append((model, source, ph, str(m), str(n), str(len(rs)), str(len(ok)), _steps_range(ok),
-                      str(why.count("patience")), str(why.count("max_steps")),
-                      str(len(why) - why.count("patience") - why.count("max_steps")),
-                      _steps_range([int(r["steps"]) for r in failed if r.get("steps") is not None])))
+        table.append((model, source, ph, str(m), str(n), str(len(rs)), str(len(ok)), _steps_range(ok))
+                     + ((_crammed_with_patience(rs, patience),) if patience else ())
+                     + (str(why.count("patience")), str(why.count("max_steps")),
+                        str(len(why) - why.count("patience") - why.count("max_steps")),
+                        _steps_range([int(r["steps"]) for r in failed if r.get("steps") is not None])))
     print("finished strings by length (steps: the range over the strings):")
-    _print_table(table, right=set(range(3, 11)), indent="  ")
+    _print_table(table, right=set(range(3, 11 + len(extra))), indent="  ")
 
 
 def _print_table(table, right=(), indent="") -> None:

@@ -360,3 +360,32 @@ def test_store_summary_by_length_says_how_the_failures_ended(tmp_path, capsys):
     assert out[at + 3].split() == ["smol", "tokens", "p", "1", "17", "1", "0", "-", "1", "0", "0", "1214"]
     assert main(["store", "summary", "--store", str(st.path)]) == 0     # without it: no such table
     assert "by length" not in capsys.readouterr().out
+
+
+def test_store_summary_by_length_with_a_smaller_patience(tmp_path, capsys):
+    """--patience P: how many of the crammed strings a run with that patience on accuracy would
+    have crammed, read from when each one's best accuracy rose; strings without a history are
+    counted apart; bad use is one line and exit status 2."""
+    from accesslib.results.store import ResultsStore
+    st = ResultsStore(tmp_path / "r.sqlite")
+    rows = [(True, 1506, [[0, 0.1], [1000, 0.5], [1506, 1.0]]),     # a gap of 1000 before cramming
+            (True, 1952, [[0, 0.1], [1445, 0.9], [1952, 1.0]]),     # 507: stopped at 1945 by 500
+            (True, 300, [[0, 0.2], [250, 0.9], [300, 1.0]]),        # never a gap near 500
+            (True, 400, None),                                      # kept before histories were
+            (False, 2000, [[0, 0.1], [500, 0.6]])]
+    for i, (ok, steps, hist) in enumerate(rows):
+        st.add(dict(model="smol", m=1, n=24, source="glove100k", target_ids=[i, 1], seed=0, protocol_hash="p",
+                    sample=i, success=ok, steps=steps, reason=None if ok else "patience", accuracy_history=hist))
+    assert main(["store", "summary", "--by-length", "--patience", "500", "--store", str(st.path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    at = out.index("finished strings by length (steps: the range over the strings):")
+    assert out[at + 1].split()[:10] == ["model", "source", "protocol", "m", "n", "strings", "crammed", "steps",
+                                        "crammed,", "patience"]
+    assert out[at + 2].split() == ["smol", "glove100k", "p", "1", "24", "5", "4", "300-1952", "1", "(+1", "unknown)",
+                                   "1", "0", "0", "2000"]
+    assert main(["store", "summary", "--by-length", "--patience", "1500", "--store", str(st.path)]) == 0
+    assert capsys.readouterr().out.splitlines()[at + 2].split()[8:11] == ["3", "(+1", "unknown)"]
+    for bad, words in ((["--patience", "500"], "--patience goes with --by-length"),
+                       (["--by-length", "--patience", "0"], "--patience must be a number of steps >= 1; got 0")):
+        assert main(["store", "summary", *bad, "--store", str(st.path)]) == 2
+        assert words in capsys.readouterr().err

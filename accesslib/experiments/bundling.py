@@ -19,6 +19,7 @@ from accesslib.results.bundles import (
     effective_record,
     finite_or_none,
     geometry_record,
+    patience_stop,
     slope_record,
 )
 from accesslib.results.store import ResultsStore
@@ -383,20 +384,6 @@ def ladder_verdict(rungs: list[dict]) -> dict:
     compared = [v for v in out if v["compared_with"] is not None]
     return dict(comparisons=out, converged_at=min(settled) if settled else None,
                 still_moving=bool(not settled and compared and compared[-1]["moved"] is True))
-
-
-def patience_stop(history, patience: int) -> int | None:
-    """The step at which a run with ``patience`` on teacher-forced accuracy stops a string whose
-    best accuracy rose at the steps of ``history`` (``StringResult.accuracy_history``: [step,
-    accuracy] pairs, the first at step 0): the first step ``patience`` steps after a rise that
-    is not followed by another within them. None for an empty history (nothing known)."""
-    steps = [int(s) for s, _ in history]
-    if not steps:
-        return None
-    for here, after in zip(steps, steps[1:]):
-        if after - here > patience:
-            return here + patience
-    return steps[-1] + patience
 
 
 def derived_rung(store, bundle: dict, m: int, max_steps: int, patience: int | None = None) -> dict:

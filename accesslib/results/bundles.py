@@ -126,6 +126,20 @@ def geometry_record(report, effective=None) -> dict:
 
 
 
+def patience_stop(history, patience: int) -> int | None:
+    """The step at which a run with ``patience`` on teacher-forced accuracy stops a string whose
+    best accuracy rose at the steps of ``history`` (``StringResult.accuracy_history``: [step,
+    accuracy] pairs, the first at step 0): the first step ``patience`` steps after a rise that
+    is not followed by another within them. None for an empty history (nothing known)."""
+    steps = [int(s) for s, _ in history]
+    if not steps:
+        return None
+    for here, after in zip(steps, steps[1:]):
+        if after - here > patience:
+            return here + patience
+    return steps[-1] + patience
+
+
 def effective_record(effective) -> dict:
     med = effective.quantiles()[1]
     return dict(rel=[float(x) if np.isfinite(x) else None for x in effective.rel],

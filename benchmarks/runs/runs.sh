@@ -8,7 +8,8 @@
 #   bash benchmarks/runs/runs.sh start NAME...   start runs in the background (one thread each;
 #                                                A,B: B starts when A ends, on the same core)
 #   bash benchmarks/runs/runs.sh snapshot        back up every live store (then commit them)
-#   bash benchmarks/runs/runs.sh status          finished strings per run, and what is running
+#   bash benchmarks/runs/runs.sh status          finished strings per run, and what is running (the
+#                                                *-9k runs: also how many crammed with patience 500)
 #   bash benchmarks/runs/runs.sh stop            SIGTERM every run (each loses at most the last
 #                                                minute: unfinished strings are kept every minute)
 #
@@ -109,7 +110,10 @@ case "${1:-}" in
       name=$(basename "$live" .sqlite)
       state=stopped; pgrep -f "store $live" >/dev/null && state=running
       echo "== $name ($state)"
-      "$PY" -m accesslib store summary --by-length --store "$live"
+      extra=""   # the 9000 / 1500 runs: how many of their crammed strings [A]'s patience 500 keeps
+      case "$name" in *-9k) extra="--patience 500";; esac
+      # shellcheck disable=SC2086
+      "$PY" -m accesslib store summary --by-length $extra --store "$live"
     done;;
   stop)   # the chains' shells first, so that no next run starts
     pkill -TERM -f "$LIVE/\.chain-.*\.sh chain" || true
