@@ -35,11 +35,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _one_m(b) -> str:
     """The slope column of a bundle measured at fewer than two m: what it has instead."""
-    pts = [c for c in b["curves"] if c.get("n50") is not None]
-    if len(pts) == 1:
-        c = pts[0]
-        return f"one m (n50 = {c['n50']:.1f} ± {c.get('n50_stderr') or float('nan'):.1f} at m = {c['m']})"
-    return "no n50 to fit"
+    from accesslib.results import bundles
+
+    one = bundles.single_point(b)
+    return f"one m (n50 = {one[1]:.1f} ± {one[2]:.1f} at m = {one[0]})" if one else "no n50 to fit"
 
 
 def table_markdown(directory=None) -> str:
@@ -526,7 +525,7 @@ def main(argv=None):
             # crammed the way the bundle's strings were (same source, prefix, protocol and layout)
             eff = dict(memory_n=int(0.75 * n50s[0]) if n50s else None, seed=b.get("seed", 0),
                        prefix_ids=b["settings"].get("prefix_ids"))
-            settings = {k: v for k, v in b["settings"].items() if k != "prefix_ids"}
+            settings = b["settings"]   # crammed_memory takes the prefix from prefix_ids
             if a.store and n50s:   # one of the bundle's own crammed memories, when its store holds them
                 eff["crammed"] = bundling.stored_memory(a.store, b, 0.75 * n50s[0])
             if a.geometry_file:   # a record measured before (python -m accesslib geometry --out)

@@ -111,19 +111,6 @@ def _strings_text(lo, hi) -> str:
     return "?" if lo is None else f"{lo}" if lo == hi else f"{lo}-{hi}"
 
 
-def single_point(bundle):
-    """(m, n50, stderr) when the bundle measured one m only (no slope to fit, e.g. Gemma-3-270M
-    at m = 1): the bound's own prediction there is n* = C·m, set against that n50 (n*/n50) in
-    place of C/a; None when the bundle has a slope or no n50."""
-    if (bundle.get("slope") or {}).get("slope"):
-        return None
-    pts = [c for c in bundle.get("curves") or [] if c.get("n50") is not None]
-    if len(pts) != 1:
-        return None
-    c = pts[0]
-    return int(c["m"]), float(c["n50"]), float(c.get("n50_stderr") or 0.0)
-
-
 def caveats_html(cav) -> str:
     """The caveats of :func:`bundle_caveats` as short HTML lines."""
     strings = _strings_text(cav["strings_min"], cav["strings_max"])
@@ -162,7 +149,7 @@ def published_html(match, bundle) -> str:
         per_m.append(f"m = {m}: {ours}" + (f", {theirs[m]} [A]" if m in theirs else ""))
     sl = bundle.get("slope") or {}
     a = sl.get("slope")
-    one = single_point(bundle)
+    one = bundles.single_point(bundle)
     if a and match["slope"]:
         ours_a = f"a = {a:.2f} ± {sl.get('slope_stderr') or float('nan'):.2f} (×{a / match['slope']:.2f} theirs)"
     elif one and match["slope"]:   # their line at that m, read as through the origin (no intercept published)
@@ -291,7 +278,7 @@ class PredictedApp(App):
 
     def _readout(self, slopes, a, sl, eps, r):
         """The numbers (measured a, every C with C/a) and, beside them, the bundle's caveats."""
-        one = single_point(self.bundle)   # one m only: n* = C·m against its n50, in place of C/a
+        one = bundles.single_point(self.bundle)   # one m only: n* = C·m against its n50, in place of C/a
 
         def ratio(C):
             if a and a > 0:
@@ -344,7 +331,7 @@ class PredictedApp(App):
             rows.append(dict(panel="measured slope", model=model, slope=a, slope_stderr=v["fit"].get("slope_stderr"),
                              intercept=v["fit"].get("intercept"), r2=v["fit"].get("r2"), budget=cav["budget"],
                              budget_text=cav["budget_text"]))
-        one = single_point(self.bundle)
+        one = bundles.single_point(self.bundle)
         rows += [dict(panel="predicted slope", model=model, bound=name, C=C, eps=v["eps"], r=v["r"],
                       C_over_a=C / a if a and a > 0 and C else None,
                       **({"n_star_over_n50": C * one[0] / one[1], "at_m": one[0]} if one and C else {}))

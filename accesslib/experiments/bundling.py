@@ -649,7 +649,7 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
         # around a memory crammed as the curves' strings were: source, prefix, protocol, layout
         opts = dict(memory_n=int(0.75 * n50s[0]) if n50s else None, memory_source=source,
                     prefix_ids=(settings or {}).get("prefix_ids"),
-                    memory_settings={k: v for k, v in (settings or {}).items() if k != "prefix_ids"} or None)
+                    memory_settings=settings or None)
         opts.update(geometry_options or {})
         geo = measure_geometry(lm, model_name, seed=seed, progress=progress, **opts)
     elif isinstance(geometry, dict):   # a record measured before (python -m accesslib geometry --out)

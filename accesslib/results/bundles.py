@@ -140,6 +140,19 @@ def patience_stop(history, patience: int) -> int | None:
     return steps[-1] + patience
 
 
+def single_point(bundle):
+    """(m, n50, stderr) when the bundle measured one m only (no slope to fit, e.g. Gemma-3-270M
+    at m = 1): the bound's own prediction there is n* = C·m, set against that n50 (n*/n50) in
+    place of C/a; None when the bundle has a slope or no n50."""
+    if (bundle.get("slope") or {}).get("slope"):
+        return None
+    pts = [c for c in bundle.get("curves") or [] if c.get("n50") is not None]
+    if len(pts) != 1:
+        return None
+    c = pts[0]
+    return int(c["m"]), float(c["n50"]), float(c.get("n50_stderr") or 0.0)
+
+
 def effective_record(effective) -> dict:
     med = effective.quantiles()[1]
     return dict(rel=[float(x) if np.isfinite(x) else None for x in effective.rel],

@@ -416,7 +416,8 @@ def test_03_q7_gemma_against_the_published_slope():
     """Q7: Gemma-3-270M, measured at m = 1 only under [A]'s protocol: n50 against [A]'s slope and
     against its own bounds (n*/n50), and what the budget label covers."""
     pytest.importorskip("torch")
-    from accesslib.apps.nb03_predicted import PredictedApp, single_point
+    from accesslib.apps.nb03_predicted import PredictedApp
+    from accesslib.results.bundles import single_point
 
     app = PredictedApp(canvas="agg", model="gemma-3-270m")
     v, b = app.values, app.bundle

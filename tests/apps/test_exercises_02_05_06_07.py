@@ -363,8 +363,9 @@ def test_05_model_q4_effective_eps_is_far_above_the_dtype_eps():
 def test_05_the_dotted_line_comes_closer_but_reaches_no_model():
     """Cell "Each refinement against the measured points": for every shipped model the bound at
     the measured ε is closer to the points than every refinement at the dtype's ε, and above them."""
-    from accesslib.apps.nb03_predicted import PredictedApp, single_point
+    from accesslib.apps.nb03_predicted import PredictedApp
     from accesslib.results import bundles
+    from accesslib.results.bundles import single_point
     ratios, one_m = [], {}
     for name in bundles.available("cram"):
         app = PredictedApp(canvas="agg", model=name, published=False)

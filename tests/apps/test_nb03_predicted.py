@@ -414,7 +414,7 @@ def test_a_model_that_a_published_is_set_beside_its_published_numbers(tmp_path, 
 def test_one_m_bundle_sets_the_bound_at_that_m_against_its_n50(tmp_path, monkeypatch):
     """A bundle measured at one m only (Gemma-3-270M at m = 1) has no slope: the readout sets
     n* = C·m against that n50 (n*/n50), for every bound and the measured-ε line, and says so."""
-    from accesslib.apps.nb03_predicted import single_point
+    from accesslib.results.bundles import single_point
     b = bundles.load("cram", embedded.DEFAULT)
     assert single_point(b) is None   # a slope: C/a as before
     one = dict(b, curves=[c for c in b["curves"] if c["m"] == 1], slope=None)
