@@ -536,6 +536,17 @@ def _add_store(p: argparse.ArgumentParser):
                          "cannot say what a larger one would have done)")
     _add_store_filters(su)
     su.set_defaults(_store_run=_run_store_summary)
+    la = sub.add_parser("ladder", help="n50 by smaller step budgets, read from a run (also one still going)",
+                        description="For each curve in the store: the curve as runs with smaller step budgets "
+                                    "(and patience on teacher-forced accuracy) of the same protocol would have "
+                                    "measured it, read from the strings the run finished and the ones it is still "
+                                    "cramming (one past a budget's steps or patience without cramming has failed "
+                                    "there already), and the run's own budget as it stands. Exact for protocols "
+                                    "without a learning-rate schedule (e.g. paper).")
+    la.add_argument("--budget", nargs="+", required=True, metavar="STEPS/PATIENCE",
+                    help="the budgets to read, e.g. 1000/500 3000/500 (at most the run's own)")
+    _add_store_filters(la)
+    la.set_defaults(_store_run=_run_store_ladder)
     me = sub.add_parser("merge", help="copy the rows of another store file into this one",
                         description="Copy every string of FILE (e.g. an older store left in ~/.cache/accesslib) "
                                     "that the store does not hold yet; FILE is only read.")
@@ -675,6 +686,67 @@ def _run_store_summary(args) -> int:
     _print_table(table, right={1, 4, 5})
     if args.by_length:
         _print_by_length(store, filters, args.patience)
+    return 0
+
+
+def _parse_budgets(items) -> list[tuple[int, int]]:
+    out = []
+    for item in items:
+        parts = item.split("/")
+        if len(parts) != 2 or not all(p.strip().isdigit() and int(p) >= 1 for p in parts):
+            fail("--budget", "STEPS/PATIENCE pairs of whole numbers >= 1, e.g. 3000/500", item)
+        out.append((int(parts[0]), int(parts[1])))
+    return out
+
+
+def _rung_n50(rung) -> str:
+    """A rung's n50 in words: "20.1 +- 1.8", "> 46 (all crammed at 46)", "< 6", or "-"."""
+    if rung.get("n50") is not None:
+        return f"{rung['n50']:.1f} +- {rung['stderr']:.1f}"
+    if rung.get("n50_above") is not None:
+        return f"> {rung['n50_above']}"
+    if rung.get("n50_below") is not None:
+        return f"< {rung['n50_below']}"
+    return "-"
+
+
+def _run_store_ladder(args) -> int:
+    from accesslib.experiments.bundling import live_ladder
+
+    budgets = _parse_budgets(args.budget)
+    store = _open_store(args.store)
+    curves = live_ladder(store, budgets, **_store_filters(args))
+    if not curves:
+        print(f"store {store.path}: no finished string" + (" matches the filters" if _store_filters(args) else "")
+              + " (a rung is read from a curve's strings once one has finished)")
+        return 0
+    for c in curves:
+        kept = (f", {c['kept']} still being crammed (steps {c['kept_steps'][0]}-{c['kept_steps'][1]})"
+                if c["kept"] else "")
+        print(f"{c['model']}, m = {c['m']}, {c['source']}, protocol {c['protocol_hash']} ({c['max_steps']:,} steps, "
+              f"patience {c['patience']:,}): {c['finished']} strings finished{kept}")
+        if c["ambiguous"]:
+            print(f"  {c['ambiguous']} kept strings match several curves' settings and are counted in none")
+        lengths = c["rungs"][0]["lengths"]
+        table = [("budget",) + tuple(f"n={n}" for n in lengths) + ("n50",)]
+        notes = []
+        for r in c["rungs"]:
+            cells = tuple(f"{s}/{t}" + (f" +{o}?" if o else "")
+                          for s, t, o in zip(r["successes"], r["totals"], r["open"]))
+            label = f"{r['max_steps']:,} / {r['patience']:,}" + (" (the run's)" if r["own"] else "")
+            if any(r["open"]):
+                n50 = (f"{_rung_n50(r['if_all_fail'])} if all open fail, {_rung_n50(r['if_all_cram'])} if all cram"
+                       if "if_all_fail" in r else "- (open)")
+            elif r["unknown"]:
+                n50 = f"- ({r['unknown']} crammed strings without an accuracy history)"
+            else:
+                n50 = _rung_n50(r)
+            table.append((label,) + cells + (n50,))
+        _print_table(table, right=set(range(1, len(lengths) + 1)), indent="  ")
+        if any(any(r["open"]) for r in c["rungs"]):
+            notes.append("+k?: strings still being crammed that may cram within that budget")
+        for note in notes:
+            print(f"  {note}")
     return 0
 
 

@@ -119,6 +119,20 @@ def test_snapshot_backs_every_live_store_up_into_the_kept_folder(tmp_path):
                                 for n in ("gemma-n50", "smol-tokens")]
 
 
+def test_status_reads_the_9k_runs_ladder_and_patience_500(tmp_path):
+    env = _fake_env(tmp_path)
+    (tmp_path / "live").mkdir()
+    for name in ("gemma-n50", "smol-glove-9k"):
+        (tmp_path / "live" / f"{name}.sqlite").write_text("")
+    r = subprocess.run(["bash", str(RUNS), "status"], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    live = tmp_path / "live"
+    assert _calls(tmp_path) == [f"-m accesslib store summary --by-length --store {live}/gemma-n50.sqlite",
+                                f"-m accesslib store summary --by-length --patience 500 --store {live}/smol-glove-9k.sqlite",
+                                f"-m accesslib store ladder --budget 1000/500 3000/500 --store {live}/smol-glove-9k.sqlite"]
+    assert "== gemma-n50 (stopped)" in r.stdout and "== smol-glove-9k (stopped)" in r.stdout
+
+
 def test_stop_ends_the_running_run_and_the_rest_of_its_chain(tmp_path):
     env = _fake_env(tmp_path, sleep=60)
     subprocess.run(["bash", str(RUNS), "start", "gemma-n50,smol-glove-9k"], env=env, timeout=60, capture_output=True)

@@ -1115,32 +1115,48 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
     return session.result(m=ms[0] if len(set(ms)) == 1 else ms)
 
 
+def kept_states(store) -> dict:
+    """The strings a cram kept mid-way in ``store``, read from their kept states (needs no model):
+    ``{"states": [...], "unreadable": k}``, one dict per readable state with ``key``, ``m``, ``n``
+    (target length), ``step`` (steps done), ``best_loss``, ``best_accuracy`` (None where the run
+    did not track it), ``accuracy_history`` ([step, best accuracy] at each rise; None where not kept) and ``settings``
+    (the fingerprint the state must share to be resumed: max_steps, patience, patience_on, seed,
+    lr, ...); ``unreadable`` counts states that could not be read (damaged or foreign: counted,
+    never guessed at)."""
+    if not all(callable(getattr(store, name, None)) for name in ("inflight", "load_inflight")):
+        fail_short("store", "a results store (inflight, load_inflight)", store)
+    states, unreadable = [], 0
+    for row in store.inflight():
+        try:
+            kept = torch.load(io.BytesIO(store.load_inflight(row["key"])), weights_only=True)
+            acc = float(kept.get("best_acc", -1.0))
+            states.append(dict(key=row["key"], m=int(kept["m"]), n=len(kept["ids"]), step=int(kept["step"]),
+                               best_loss=float(kept["best"]), best_accuracy=acc if acc >= 0 else None,
+                               accuracy_history=(None if kept.get("acc_history") is None else
+                                                 [[int(a), float(b)] for a, b in kept["acc_history"]]),
+                               settings=dict(kept.get("fingerprint") or {})))
+        except Exception:
+            unreadable += 1
+    return dict(states=states, unreadable=unreadable)
+
+
 def kept_progress(store) -> dict:
     """Where the strings a cram kept mid-way in ``store`` stand (an interrupted run, or one still
     running): ``{"lengths": [...], "unreadable": k}``, one entry per (m, n) in that order with
     ``m``, ``n``, ``strings``, ``steps`` (min, max), ``best_loss`` (median over the strings of each
     one's best mean cross-entropy so far) and ``best_accuracy`` (each string's best teacher-forced
     token accuracy so far, sorted; strings whose run did not track it are left out of it);
-    ``unreadable`` counts states that could not be read. Needs no model: ``accesslib store
-    summary`` prints it under "kept mid-way"."""
-    if not all(callable(getattr(store, name, None)) for name in ("inflight", "load_inflight")):
-        fail_short("store", "a results store (inflight, load_inflight)", store)
+    ``unreadable`` counts states that could not be read (:func:`kept_states`). Needs no model:
+    ``accesslib store summary`` prints it under "kept mid-way"."""
+    got = kept_states(store)
     groups: dict[tuple[int, int], list[dict]] = {}
-    unreadable = 0
-    for row in store.inflight():
-        try:
-            kept = torch.load(io.BytesIO(store.load_inflight(row["key"])), weights_only=True)
-            key = (int(kept["m"]), len(kept["ids"]))
-            float(kept["best"]), int(kept["step"])
-        except Exception:   # a damaged or foreign state: counted, never guessed at
-            unreadable += 1
-            continue
-        groups.setdefault(key, []).append(kept)
+    for k in got["states"]:
+        groups.setdefault((k["m"], k["n"]), []).append(k)
     lengths = []
     for (m, n), states in sorted(groups.items()):
-        steps = [int(k["step"]) for k in states]
-        accs = sorted(float(k["best_acc"]) for k in states if float(k.get("best_acc", -1.0)) >= 0)
+        steps = [k["step"] for k in states]
+        accs = sorted(k["best_accuracy"] for k in states if k["best_accuracy"] is not None)
         lengths.append(dict(m=m, n=n, strings=len(states), steps=(min(steps), max(steps)),
-                            best_loss=statistics.median(float(k["best"]) for k in states),
+                            best_loss=statistics.median(k["best_loss"] for k in states),
                             best_accuracy=accs))
-    return dict(lengths=lengths, unreadable=unreadable)
+    return dict(lengths=lengths, unreadable=got["unreadable"])

@@ -440,18 +440,9 @@ def derived_rung(store, bundle: dict, m: int, max_steps: int, patience: int | No
                 if r.get("sample") is not None and int(r["sample"]) < samples]
         if len(rows) != samples:
             short.append(f"n = {n}: {len(rows)} of {samples}")
-        ok = 0
-        for r in rows:
-            if not (r["success"] and int(r["steps"]) <= max_steps):
-                continue
-            if patience < patience0:
-                if not r.get("accuracy_history"):
-                    unknown += 1
-                    continue
-                ok += patience_stop(r["accuracy_history"], patience) >= int(r["steps"])
-            else:
-                ok += 1
-        successes.append(ok)
+        under = [finished_under(r, max_steps, patience, patience0) for r in rows]
+        unknown += under.count(None)
+        successes.append(sum(v is True for v in under))
         totals.append(len(rows))
     if short:
         raise ValueError(f"the store {store.path} lacks strings of {bundle['model']}'s curve at m = {m} "
@@ -463,6 +454,132 @@ def derived_rung(store, bundle: dict, m: int, max_steps: int, patience: int | No
     extra = dict(derived_patience_from=patience0) if patience < patience0 else {}
     return measured_rung(max_steps, patience, lengths, successes, totals, derived_from=steps0, **extra,
                          strings_crammed=0, strings_from_store=sum(totals))
+
+
+def finished_under(row: dict, max_steps: int, patience: int, patience0: int) -> bool | None:
+    """Whether a finished string (a store row of a run with patience ``patience0``) would have
+    crammed under a smaller budget of the same protocol: crammed within ``max_steps`` steps, and
+    a smaller ``patience`` on teacher-forced accuracy (:func:`patience_stop`) would not have
+    stopped it first. None when that patience cannot be read (crammed, but no accuracy history)."""
+    if not (row["success"] and int(row["steps"]) <= max_steps):
+        return False
+    if patience >= patience0:
+        return True
+    if not row.get("accuracy_history"):
+        return None
+    return patience_stop(row["accuracy_history"], patience) >= int(row["steps"])
+
+
+def kept_under(state: dict, max_steps: int, patience: int) -> bool | None:
+    """A string still being crammed (a kept state, :func:`accesslib.engine.cramming.kept_states`)
+    under a smaller budget of the same protocol: False where that budget would already have ended
+    it uncrammed (it has taken ``max_steps`` steps, or ``patience`` steps without a rise in
+    teacher-forced accuracy), None while it still could cram."""
+    if int(state["step"]) >= max_steps:
+        return False
+    hist = state.get("accuracy_history")
+    stop = patience_stop(hist, patience) if hist else None
+    return False if stop is not None and stop <= int(state["step"]) else None
+
+
+def _kept_belongs(fingerprint: dict, settings: dict, seeds) -> bool:
+    """Whether a kept state (its resume fingerprint) was crammed under a curve's protocol
+    ``settings`` (as the store recorded them) with one of its ``seeds``."""
+    pairs = (("max_steps", "max_steps"), ("patience", "patience"), ("patience_on", "patience_on"), ("lr", "lr"),
+             ("first", "first_token_as_input"), ("schedule", "schedule"))
+    try:
+        return (int(fingerprint.get("seed", -1)) in seeds
+                and all(fingerprint.get(a) == settings.get(b) for a, b in pairs)
+                and [int(t) for t in fingerprint.get("prefix") or []] == [int(t) for t in settings.get("prefix_ids") or []])
+    except (TypeError, ValueError):
+        return False
+
+
+def live_ladder(store, budgets, **filters) -> list[dict]:
+    """n50 by step budget read from a run that may still be going: for each curve in ``store``
+    (model, m, source, protocol; ``filters`` as :meth:`ResultsStore.rows` takes them), the curve
+    as a run with each smaller (max_steps, patience) of ``budgets`` would have measured it
+    (:func:`finished_under`), from its finished strings and from the strings still being crammed
+    (kept states, :func:`kept_under`: one that has run past a budget's steps, or past its patience,
+    without cramming is a failure there already). The run's own budget is always the last rung.
+    So a 9000-step run answers [A]'s 3000 / 500 as soon as its strings pass step 3000, hours before
+    it ends. Exact where :func:`derived_rung` is (a protocol without a schedule; a smaller patience
+    needs patience on accuracy), with the same one difference.
+
+    Returns one dict per curve: model, m, source, protocol_hash, max_steps, patience (the run's),
+    finished, kept (strings of this curve still being crammed), kept_steps ((min, max) or None),
+    ambiguous (kept states that match several curves' settings: counted in none) and rungs
+    (sorted by max_steps, each as :func:`measured_rung` gives it when every string is decided, with
+    ``open`` per length: strings that may still cram; n50 and stderr None while any is open, and
+    then ``if_all_fail`` and ``if_all_cram``: the rung if every open string failed, or crammed;
+    ``unknown``: crammed strings whose smaller patience cannot be read; ``own``: the run's budget)."""
+    from accesslib.engine.cramming import kept_states
+
+    if not isinstance(store, ResultsStore):
+        store = ResultsStore(store)
+    budgets = sorted({(int(b[0]), int(b[1])) for b in budgets})
+    if any(a < 1 or b < 1 for a, b in budgets):
+        raise ValueError(f"budgets must be (max_steps, patience) pairs of whole numbers >= 1; got {budgets}")
+    curves: dict[tuple, list[dict]] = {}
+    for r in store.rows(**filters):
+        curves.setdefault((r["model"], int(r["m"]), r["source"], r["protocol_hash"]), []).append(r)
+    states = kept_states(store)["states"]
+    settings_of = {key: store.settings(key[3]) or {} for key in curves}
+    claims: dict[str, list[tuple]] = {}
+    for key, rows in curves.items():
+        seeds = {int(r["seed"]) for r in rows}
+        for k in states:
+            if k["m"] == key[1] and _kept_belongs(k["settings"], settings_of[key], seeds):
+                claims.setdefault(k["key"], []).append(key)
+    out = []
+    for key, rows in sorted(curves.items()):
+        model, m, source, ph = key
+        settings = settings_of[key]
+        if "max_steps" not in settings or "patience" not in settings:
+            raise ValueError(f"the store {store.path} has no protocol settings for {model}'s curve at m = {m} "
+                             f"({source}, protocol {ph}), so no budget can be read from it")
+        steps0, patience0 = int(settings["max_steps"]), int(settings["patience"])
+        where = f"{model}'s curve at m = {m} ({source}, protocol {ph}: {steps0} steps, patience {patience0})"
+        for a, b in budgets:
+            if a > steps0 or b > patience0:
+                raise ValueError(f"a budget read from a run cannot exceed the run's own: {a} / {b} is larger than "
+                                 f"{where}; measure it (make_bundles.py --ladder)")
+            if (a, b) != (steps0, patience0) and settings.get("schedule") is not None:
+                raise ValueError(f"{a} steps cannot be read from {where}: its learning-rate schedule "
+                                 f"({settings['schedule']!r}) stretches with max_steps, so a shorter run is not a "
+                                 "prefix of it")
+            if b < patience0 and settings.get("patience_on") != "accuracy":
+                raise ValueError(f"patience {b} is read from accuracy histories, which needs patience on "
+                                 f"teacher-forced accuracy; {where} watched {settings.get('patience_on')!r}")
+        mine = [k for k in states if claims.get(k["key"]) == [key]]
+        ambiguous = sum(1 for k in states if key in claims.get(k["key"], []) and len(claims[k["key"]]) > 1)
+        lengths = sorted({int(r["n"]) for r in rows} | {k["n"] for k in mine})
+        rungs = []
+        for a, b in sorted(set(budgets) | {(steps0, patience0)}):
+            successes, totals, open_, unknown = [], [], [], 0
+            for n in lengths:
+                fin = [finished_under(r, a, b, patience0) for r in rows if int(r["n"]) == n]
+                kept = [kept_under(k, a, b) for k in mine if k["n"] == n]
+                unknown += fin.count(None)
+                successes.append(sum(v is True for v in fin))
+                totals.append(len(fin) + len(kept))
+                open_.append(kept.count(None))
+            if any(open_) or unknown:
+                rung = dict(max_steps=a, patience=b, lengths=lengths, successes=successes, totals=totals,
+                            n50=None, stderr=None, shipped=False)
+                if any(open_) and not unknown:   # where it can still end: every open string fails, or crams
+                    rung["if_all_fail"] = measured_rung(a, b, lengths, successes, totals)
+                    rung["if_all_cram"] = measured_rung(a, b, lengths, [s + o for s, o in zip(successes, open_)],
+                                                        totals)
+            else:
+                rung = measured_rung(a, b, lengths, successes, totals)
+            rung.update(open=open_, unknown=unknown, own=(a, b) == (steps0, patience0))
+            rungs.append(rung)
+        steps = [k["step"] for k in mine]
+        out.append(dict(model=model, m=m, source=source, protocol_hash=ph, max_steps=steps0, patience=patience0,
+                        finished=len(rows), kept=len(mine), kept_steps=(min(steps), max(steps)) if steps else None,
+                        ambiguous=ambiguous, rungs=rungs))
+    return out
 
 
 def _derivable(settings: dict, max_steps: int, patience: int) -> bool:

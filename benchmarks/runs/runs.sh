@@ -9,7 +9,9 @@
 #                                                A,B: B starts when A ends, on the same core)
 #   bash benchmarks/runs/runs.sh snapshot        back up every live store (then commit them)
 #   bash benchmarks/runs/runs.sh status          finished strings per run, and what is running (the
-#                                                *-9k runs: also how many crammed with patience 500)
+#                                                *-9k runs: also how many crammed with patience 500,
+#                                                and n50 at 1000 / 500 and 3000 / 500 read from the
+#                                                run so far: accesslib store ladder)
 #   bash benchmarks/runs/runs.sh stop            SIGTERM every run (each loses at most the last
 #                                                minute: unfinished strings are kept every minute)
 #
@@ -114,6 +116,7 @@ case "${1:-}" in
       case "$name" in *-9k) extra="--patience 500";; esac
       # shellcheck disable=SC2086
       "$PY" -m accesslib store summary --by-length $extra --store "$live"
+      case "$name" in *-9k) "$PY" -m accesslib store ladder --budget 1000/500 3000/500 --store "$live";; esac
     done;;
   stop)   # the chains' shells first, so that no next run starts
     pkill -TERM -f "$LIVE/\.chain-.*\.sh chain" || true

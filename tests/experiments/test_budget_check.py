@@ -510,3 +510,88 @@ def test_a_read_rung_is_named_in_words_and_in_the_table(tmp_path, load_script):
     bundles.save(b, tmp_path)
     table = "\n".join(load_script("scripts/make_bundles.py").budget_table(["m-x"], tmp_path))
     assert "| m-x | 1 | 1,000, 500 (read from the 3,000-step run) | 12, 18 | 5/6, 1/6 | " in table
+
+
+def test_a_live_ladder_reads_smaller_budgets_from_a_run_still_going(tmp_path, capsys):
+    """A 120-step run (patience 60 on accuracy) stopped at step 70: every string it is still
+    cramming has passed 40 steps, so the 40 / 20 rung is decided already and has the counts of a
+    fresh 40 / 20 run; the run's own rung says which strings may still cram, and once the run is
+    resumed to its end it is the run's curve. A rung with a smaller patience counts a string
+    stopped by it as failed before the run ends (never one that then crams)."""
+    import threading
+
+    from accesslib.cli import main
+    from accesslib.engine.cramming import kept_states
+    from accesslib.experiments.curves import accessibility_curves
+    from accesslib.models.loading import load_model
+
+    lm = load_model(embedded.DEFAULT)
+    kw = dict(samples=6, source="natural", seed=0, search="grid", protocol="paper")
+    lengths = {1: [3, 5, 7, 9]}
+    store = tmp_path / "run.sqlite"
+    stop = threading.Event()
+
+    def on_step(info):
+        if info.step >= 70:
+            stop.set()
+
+    cut = accessibility_curves(lm, [1], lengths, store=store, stop=stop, on_step=on_step, max_steps=120,
+                               patience=60, **kw)[0]
+    assert cut.interrupted
+    kept = kept_states(ResultsStore(store))["states"]
+    assert kept and min(k["step"] for k in kept) >= 40
+    (live,) = bundling.live_ladder(store, [(40, 20), (120, 8)])
+    assert (live["m"], live["source"], live["max_steps"], live["patience"]) == (1, "natural", 120, 60)
+    assert live["kept"] == len(kept) and live["finished"] + live["kept"] == 24 and live["ambiguous"] == 0
+    early, small_patience, own = live["rungs"]
+    assert [(r["max_steps"], r["patience"], r["own"]) for r in live["rungs"]] == [(40, 20, False), (120, 8, False),
+                                                                                 (120, 60, True)]
+    assert early["open"] == [0, 0, 0, 0] and early["totals"] == [6, 6, 6, 6]
+    (fresh,) = accessibility_curves(lm, [1], lengths, store=tmp_path / "fresh.sqlite", max_steps=40, patience=20,
+                                    **kw)
+    assert early["successes"] == list(fresh.successes) and early["lengths"] == [3, 5, 7, 9]
+    assert early["n50"] == bundling.measured_rung(40, 20, [3, 5, 7, 9], fresh.successes, fresh.totals)["n50"]
+    assert sum(own["open"]) == len(kept) and own["n50"] is None
+    assert own["if_all_fail"]["successes"] == own["successes"]
+    assert own["if_all_cram"]["successes"] == [s + o for s, o in zip(own["successes"], own["open"])]
+    # the run's own rung and the 40 / 20 rung, printed
+    assert main(["store", "ladder", "--budget", "40/20", "--store", str(store)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("tiny-") and out[0].endswith(f"(120 steps, patience 60): {live['finished']} strings "
+                                                          f"finished, {len(kept)} still being crammed (steps "
+                                                          f"{min(k['step'] for k in kept)}-{max(k['step'] for k in kept)})")
+    assert out[1].split() == ["budget", "n=3", "n=5", "n=7", "n=9", "n50"]
+    assert out[2].split()[:7] == ["40", "/", "20", *(f"{s}/6" for s in fresh.successes)]
+    assert out[3].split()[:5] == ["120", "/", "60", "(the", "run's)"] and "if all open fail" in out[3]
+    assert out[4] == "  +k?: strings still being crammed that may cram within that budget"
+    # resumed to its end: nothing open, the own rung is the run's curve, decided counts stand
+    (whole,) = accessibility_curves(lm, [1], lengths, store=store, max_steps=120, patience=60, **kw)
+    (done,) = bundling.live_ladder(store, [(40, 20), (120, 8)])
+    assert done["kept"] == 0 and all(sum(r["open"]) == 0 for r in done["rungs"])
+    assert done["rungs"][0]["successes"] == early["successes"]
+    assert done["rungs"][2]["successes"] == list(whole.successes)
+    for before, after in zip(small_patience["successes"], done["rungs"][1]["successes"]):
+        assert before <= after
+    assert [a <= s + o for a, s, o in zip(done["rungs"][1]["successes"], small_patience["successes"],
+                                          small_patience["open"])] == [True] * 4
+    assert sum(small_patience["open"]) < len(kept)          # patience 8 decided some strings already
+    # what cannot be read is refused, in words
+    for budget, words in (("240/60", "cannot exceed the run's own: 240 / 60 is larger than"),
+                          ("40", "--budget must be STEPS/PATIENCE pairs"),
+                          ("0/5", "--budget must be STEPS/PATIENCE pairs")):
+        assert main(["store", "ladder", "--budget", budget, "--store", str(store)]) == 2
+        assert words in capsys.readouterr().err
+
+
+def test_a_kept_string_fails_a_budget_once_past_its_steps_or_its_patience():
+    state = dict(step=700, accuracy_history=[[0, 0.1], [150, 0.5], [180, 0.6]])
+    assert bundling.kept_under(state, 700, 1500) is False        # took the budget's steps uncrammed
+    assert bundling.kept_under(state, 3000, 500) is False        # no rise for 520 steps: stopped at 680
+    assert bundling.kept_under(state, 3000, 521) is None         # 520 steps: patience 521 would wait on
+    assert bundling.kept_under(dict(state, accuracy_history=None), 3000, 500) is None   # nothing to read
+    row = dict(success=True, steps=600, accuracy_history=[[0, 0.1], [100, 0.5], [600, 1.0]])
+    assert bundling.finished_under(row, 600, 1500, 1500) is True
+    assert bundling.finished_under(row, 599, 1500, 1500) is False
+    assert bundling.finished_under(row, 3000, 499, 1500) is False and bundling.finished_under(row, 3000, 500, 1500)
+    assert bundling.finished_under(dict(row, accuracy_history=None), 3000, 500, 1500) is None
+    assert bundling.finished_under(dict(row, success=False), 3000, 1500, 1500) is False
