@@ -23,15 +23,27 @@ def make_bundles(load_script):
 
 def test_every_run_is_a_valid_make_bundles_command(make_bundles):
     names = _runs("names").stdout.split()
-    assert names == ["gemma-n50", "smol-tokens", "smol-paper-tokens", "smol-glove-9k", "smol-tokens-9k"]
+    assert names == ["gemma-n50", "smol-tokens", "smol-paper-tokens", "smol-glove-9k", "smol-tokens-9k",
+                     "smol-glove-9k-m2", "smol-tokens-9k-m2"]
     for name in names:
         r = _runs("args", name)
         assert r.returncode == 0, r.stderr
         argv = r.stdout.split()
         a = make_bundles.build_parser().parse_args(argv)          # SystemExit on any bad option
-        assert a.m == [1] and a.samples == 6 and a.search == "grid" and a.no_geometry, name
-        lengths = make_bundles.parse_lengths(a.lengths, a.m, pytest.fail)[1]
-        assert len(lengths) >= 4 and lengths == sorted(lengths), name
+        assert a.m == ([1, 2] if name.endswith("-m2") else [1]), name
+        assert a.samples == 6 and a.search == "grid" and a.no_geometry, name
+        for lengths in make_bundles.parse_lengths(a.lengths, a.m, pytest.fail).values():
+            assert len(lengths) >= 4 and lengths == sorted(lengths), name
+    # an m = 2 run is its m = 1 run with m = 2 added: the same settings and m = 1 lengths, so
+    # that the m = 1 strings are read back from the store they share
+    for name in ("smol-glove-9k", "smol-tokens-9k"):
+        one = make_bundles.build_parser().parse_args(_runs("args", name).stdout.split())
+        two = make_bundles.build_parser().parse_args(_runs("args", f"{name}-m2").stdout.split())
+        assert {k: v for k, v in vars(two).items() if k not in ("m", "lengths")} == \
+            {k: v for k, v in vars(one).items() if k not in ("m", "lengths")}
+        got = make_bundles.parse_lengths(two.lengths, two.m, pytest.fail)
+        assert got[1] == make_bundles.parse_lengths(one.lengths, one.m, pytest.fail)[1]
+        assert min(got[2]) >= 12 and max(got[2]) > max(got[1])
     gemma = make_bundles.build_parser().parse_args(_runs("args", "gemma-n50").stdout.split())
     # [A]'s protocol and layout, their own word list (docs/gemma.md, section 5)
     assert (gemma.models, gemma.protocol, gemma.source, gemma.add_special_tokens) == (
@@ -47,7 +59,8 @@ def test_every_run_is_a_valid_make_bundles_command(make_bundles):
 
 
 @pytest.mark.parametrize("argv, msg", [
-    (["start", "gemma-n50,nope"], "unknown run 'nope' (one of: gemma-n50 smol-tokens smol-paper-tokens smol-glove-9k smol-tokens-9k)"),
+    (["start", "gemma-n50,nope"], "unknown run 'nope' (one of: gemma-n50 smol-tokens smol-paper-tokens smol-glove-9k smol-tokens-9k "
+                                "smol-glove-9k-m2 smol-tokens-9k-m2)"),
     (["args", "nope"], "unknown run 'nope'"),
 ])
 def test_unknown_runs_are_named_and_nothing_starts(argv, msg, tmp_path):
@@ -179,3 +192,25 @@ def test_a_run_that_fails_ends_its_chain_without_a_ladder(tmp_path):
     _wait(lambda: len(_calls(tmp_path)) >= 1 and not list((tmp_path / "live").glob(".chain-*")))
     calls = _calls(tmp_path)
     assert len(calls) == 1 and calls[0].startswith("scripts/make_bundles.py --models gemma-3-270m")
+
+
+def test_an_m2_run_follows_its_m1_run_on_the_same_store(tmp_path):
+    """smol-glove-9k-m2 writes to smol-glove-9k's store (the m = 1 strings are read back from it),
+    into a bundle folder of its own, resumes from that store's committed snapshot on a fresh clone,
+    and ends with its ladder."""
+    env = _fake_env(tmp_path)
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "smol-glove-9k.sqlite").write_text("a committed snapshot")
+    r = subprocess.run(["bash", str(RUNS), "start", "smol-glove-9k,smol-glove-9k-m2"], capture_output=True,
+                       text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    _wait(lambda: len(_calls(tmp_path)) == 4 and not list((tmp_path / "live").glob(".chain-*")))
+    calls, live = _calls(tmp_path), tmp_path / "live"
+    assert " --m 1 --" in calls[0] and calls[0].endswith(
+        f"--store {live}/smol-glove-9k.sqlite --out {live}/smol-glove-9k-bundle")
+    assert " --m 1 2 --" in calls[2] and " --lengths 1:10,16,24,34,46 2:34,46,62,82 " in calls[2]
+    assert calls[2].endswith(f"--threads 1 --store {live}/smol-glove-9k.sqlite --out {live}/smol-glove-9k-m2-bundle")
+    assert calls[3] == (f"scripts/make_bundles.py --add-budget-ladder smollm2-135m --ladder 1000/500 3000/500 "
+                        f"--store {live}/smol-glove-9k.sqlite --out {live}/smol-glove-9k-m2-bundle")
+    assert (live / "smol-glove-9k.sqlite").read_text() == "a committed snapshot"
+    assert not (live / "smol-glove-9k-m2.sqlite").exists()

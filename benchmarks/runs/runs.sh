@@ -27,6 +27,10 @@
 #                 from the same strings (when each string's best accuracy rose), so one run is the
 #                 budget check, n = 10, 16, 24, 34, 46 x 6
 #   smol-tokens-9k  the same with random tokens after BOS, n = 6, 9, 12, 17, 22, 27, 32 x 6
+#   smol-glove-9k-m2, smol-tokens-9k-m2   m = 1 and 2 in the store of the m = 1 run (its strings are
+#                 read back, m = 2 is crammed): one bundle with both curves and their slope, the
+#                 m = 2 rungs read as the m = 1 ones are; each waits for its m = 1 run, so chain
+#                 them after it (start smol-glove-9k,smol-glove-9k-m2 ...)
 # A run under [A]'s protocol that ends well is followed by its budget ladder (1000 and, for
 # SmolLM2, 3000 steps), read from its own strings: its bundle in scratch/runs/NAME-bundle/ has it.
 set -euo pipefail
@@ -34,7 +38,7 @@ cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
 PY=${PY:-.venv/bin/python}
 LIVE=${RUNS_LIVE:-scratch/runs}              # the live stores, logs and bundles (not tracked)
 KEPT=${RUNS_KEPT:-benchmarks/runs/stores}    # their snapshots (tracked)
-RUNS="gemma-n50 smol-tokens smol-paper-tokens smol-glove-9k smol-tokens-9k"
+RUNS="gemma-n50 smol-tokens smol-paper-tokens smol-glove-9k smol-tokens-9k smol-glove-9k-m2 smol-tokens-9k-m2"
 
 args() {   # the make_bundles.py arguments of each run
   case "$1" in
@@ -48,35 +52,49 @@ args() {   # the make_bundles.py arguments of each run
       --max-steps 9000 --patience 1500 --search grid --lengths 1:10,16,24,34,46 --no-geometry";;
     smol-tokens-9k) echo "--models smollm2-135m --m 1 --samples 6 --source tokens --bos --protocol paper
       --max-steps 9000 --patience 1500 --search grid --lengths 1:6,9,12,17,22,27,32 --no-geometry";;
+    smol-glove-9k-m2) echo "--models smollm2-135m --m 1 2 --samples 6 --source glove100k --bos --protocol paper
+      --max-steps 9000 --patience 1500 --search grid --lengths 1:10,16,24,34,46 2:34,46,62,82 --no-geometry";;
+    smol-tokens-9k-m2) echo "--models smollm2-135m --m 1 2 --samples 6 --source tokens --bos --protocol paper
+      --max-steps 9000 --patience 1500 --search grid --lengths 1:6,9,12,17,22,27,32 2:12,17,22,27,32,40
+      --no-geometry";;
     *) echo "unknown run '$1' (one of: $RUNS)" >&2; exit 2;;
+  esac
+}
+
+store_of() {   # the store a run writes to: its own, or (the *-m2 runs) that of its m = 1 run
+  case "$1" in
+    *-m2) echo "${1%-m2}";;
+    *) echo "$1";;
   esac
 }
 
 after_run() {   # what follows a finished run: under [A]'s protocol, the budget ladder read from its strings
   case "$1" in
     gemma-n50) echo "--add-budget-ladder gemma-3-270m --ladder 1000/500";;
-    smol-paper-tokens|smol-*-9k) echo "--add-budget-ladder smollm2-135m --ladder 1000/500 3000/500";;
+    smol-paper-tokens|smol-*-9k|smol-*-9k-m2) echo "--add-budget-ladder smollm2-135m --ladder 1000/500 3000/500";;
   esac
 }
 
 run_one() {   # one run in the foreground, resumed from its committed snapshot on a fresh clone
-  local name=$1 a
+  local name=$1 a store
   a=$(args "$name")
+  store=$(store_of "$name")
   mkdir -p "$LIVE"
-  while pgrep -f "store $LIVE/$name.sqlite" >/dev/null; do sleep 60; done   # running: wait for it, then
-  # run it again, which reads its strings back from the store (quick) and writes its bundle
-  if [ ! -f "$LIVE/$name.sqlite" ] && [ -f "$KEPT/$name.sqlite" ]; then
-    cp "$KEPT/$name.sqlite" "$LIVE/$name.sqlite"
+  # a run on this store is going (this one, or the m = 1 run of an *-m2 run): wait for it, then
+  # run this one, which reads the finished strings back from the store (quick)
+  while pgrep -f "store $LIVE/$store.sqlite" >/dev/null; do sleep 60; done
+  if [ ! -f "$LIVE/$store.sqlite" ] && [ -f "$KEPT/$store.sqlite" ]; then
+    cp "$KEPT/$store.sqlite" "$LIVE/$store.sqlite"
     echo "$name: resuming from the committed snapshot" >> "$LIVE/$name.log"
   fi
   # shellcheck disable=SC2086
   HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 "$PY" scripts/make_bundles.py $a --threads 1 \
-    --store "$LIVE/$name.sqlite" --out "$LIVE/$name-bundle" >> "$LIVE/$name.log" 2>&1 </dev/null
+    --store "$LIVE/$store.sqlite" --out "$LIVE/$name-bundle" >> "$LIVE/$name.log" 2>&1 </dev/null
   a=$(after_run "$name")   # reached only when the run ended well (set -e): its bundle is written
   [ -z "$a" ] && return
   # shellcheck disable=SC2086
   HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 "$PY" scripts/make_bundles.py $a \
-    --store "$LIVE/$name.sqlite" --out "$LIVE/$name-bundle" >> "$LIVE/$name.log" 2>&1 </dev/null
+    --store "$LIVE/$store.sqlite" --out "$LIVE/$name-bundle" >> "$LIVE/$name.log" 2>&1 </dev/null
 }
 
 case "${1:-}" in
