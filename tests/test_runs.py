@@ -120,25 +120,26 @@ def test_a_chain_runs_one_after_the_other_and_resumes_from_a_snapshot(tmp_path):
     assert not (live / "smol-tokens.sqlite").exists()
 
 
-def test_snapshot_backs_every_live_store_up_into_the_kept_folder(tmp_path):
+def _on_live_stores(tmp_path, action, names):
+    """runs.sh ACTION with an empty live store for each of ``names`` and python faked."""
     env = _fake_env(tmp_path)
     (tmp_path / "live").mkdir()
-    for name in ("gemma-n50", "smol-tokens"):
+    for name in names:
         (tmp_path / "live" / f"{name}.sqlite").write_text("")
-    r = subprocess.run(["bash", str(RUNS), "snapshot"], capture_output=True, text=True, env=env, timeout=60)
+    r = subprocess.run(["bash", str(RUNS), action], capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0, r.stderr
+    return r
+
+
+def test_snapshot_backs_every_live_store_up_into_the_kept_folder(tmp_path):
+    _on_live_stores(tmp_path, "snapshot", ("gemma-n50", "smol-tokens"))
     kept, live = tmp_path / "kept", tmp_path / "live"
     assert _calls(tmp_path) == [f"-m accesslib store backup {kept}/{n}.sqlite --store {live}/{n}.sqlite"
                                 for n in ("gemma-n50", "smol-tokens")]
 
 
 def test_status_reads_the_9k_runs_ladder_and_patience_500(tmp_path):
-    env = _fake_env(tmp_path)
-    (tmp_path / "live").mkdir()
-    for name in ("gemma-n50", "smol-glove-9k"):
-        (tmp_path / "live" / f"{name}.sqlite").write_text("")
-    r = subprocess.run(["bash", str(RUNS), "status"], capture_output=True, text=True, env=env, timeout=60)
-    assert r.returncode == 0, r.stderr
+    r = _on_live_stores(tmp_path, "status", ("gemma-n50", "smol-glove-9k"))
     live = tmp_path / "live"
     assert _calls(tmp_path) == [f"-m accesslib store summary --by-length --store {live}/gemma-n50.sqlite",
                                 f"-m accesslib store summary --by-length --patience 500 --store {live}/smol-glove-9k.sqlite",
