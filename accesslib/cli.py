@@ -545,6 +545,7 @@ def _add_store(p: argparse.ArgumentParser):
                                     "without a learning-rate schedule (e.g. paper).")
     la.add_argument("--budget", nargs="+", required=True, metavar="STEPS/PATIENCE",
                     help="the budgets to read, e.g. 1000/500 3000/500 (at most the run's own)")
+    la.add_argument("--plot", metavar="FILE", help="also draw each curve at every budget into FILE (.png, .svg or .pdf)")
     _add_store_filters(la)
     la.set_defaults(_store_run=_run_store_ladder)
     me = sub.add_parser("merge", help="copy the rows of another store file into this one",
@@ -714,6 +715,11 @@ def _run_store_ladder(args) -> int:
     from accesslib.experiments.bundling import live_ladder
 
     budgets = _parse_budgets(args.budget)
+    plot = None
+    if args.plot:
+        plot = _output_file("--plot", args.plot)
+        if not plot.lower().endswith((".png", ".svg", ".pdf")):
+            fail("--plot", "a file ending in .png, .svg or .pdf", args.plot)
     store = _open_store(args.store)
     curves = live_ladder(store, budgets, **_store_filters(args))
     if not curves:
@@ -747,7 +753,27 @@ def _run_store_ladder(args) -> int:
             notes.append("+k?: strings still being crammed that may cram within that budget")
         for note in notes:
             print(f"  {note}")
+    if plot:
+        _plot_ladders(curves, plot)
+        print(f"plot: {plot}")
     return 0
+
+
+def _plot_ladders(curves, path) -> None:
+    """One panel per curve of :func:`accesslib.experiments.bundling.live_ladder` into ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from accesslib.plots.cramming import plot_ladder
+
+    fig, axes = plt.subplots(len(curves), 1, figsize=(8, 4.2 * len(curves)), squeeze=False)
+    for ax, c in zip(axes[:, 0], curves):
+        plot_ladder(ax, c)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120, facecolor="white")
+    plt.close(fig)
 
 
 def _steps_range(steps) -> str:

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from accesslib.plots.style import COLORS, STYLE, m_color, set_errorbar
+from accesslib.plots.style import COLORS, STYLE, budget_color, m_color, set_errorbar
 from accesslib.theory.stats import binomial_stderr
 
 
@@ -113,3 +113,56 @@ def update_accessibility(art, curves):
             ser["fit"].set_data([], [])
             ser["n50"].set_xdata([np.nan, np.nan])
     ax.set_xlim(0, xmax)
+
+
+# ---------------------------------------------------------------------------------------------
+# a budget ladder read from a run: the curve as each step budget would have measured it
+# ---------------------------------------------------------------------------------------------
+def _rung_label(r) -> str:
+    own = " (the run)" if r.get("own") else ""
+    if r.get("n50") is not None:
+        n50 = f"n50 {r['n50']:.1f} ± {r['stderr']:.1f}"
+    elif r.get("if_all_fail", {}).get("n50") is not None:
+        n50 = f"n50 {r['if_all_fail']['n50']:.1f} if all open fail"
+    elif r.get("n50_above") is not None:
+        n50 = f"n50 > {r['n50_above']}"
+    elif r.get("n50_below") is not None:
+        n50 = f"n50 < {r['n50_below']}"
+    else:
+        n50 = "n50 open"
+    return f"{r['max_steps']:,} steps, patience {r['patience']:,}{own}: {n50}"
+
+
+def plot_ladder(ax, curve):
+    """One curve of :func:`accesslib.experiments.bundling.live_ladder` on ``ax``: per step budget
+    (light to dark: more steps) the fraction crammed at each length, markers with binomial error
+    bars; strings still being crammed drawn as a thin bar up to where they would put the fraction
+    if all of them crammed (a hollow marker at its top); a dotted line at each decided n50."""
+    rungs = curve["rungs"]
+    k = len(rungs)
+    spread = 0.012 * (max(curve["rungs"][0]["lengths"]) - min(curve["rungs"][0]["lengths"]) + 1)
+    for i, r in enumerate(rungs):
+        col = budget_color(i, k)
+        n = np.asarray(r["lengths"], float) + (i - (k - 1) / 2) * spread   # side by side at each n
+        s, t = np.asarray(r["successes"], float), np.maximum(np.asarray(r["totals"], float), 1)
+        o = np.asarray(r.get("open") or [0] * len(s), float)
+        ax.errorbar(n, s / t, yerr=binomial_stderr(s, t), color=col, label=_rung_label(r),
+                    **{kk: v for kk, v in STYLE["marker"].items()})
+        up = o > 0
+        if up.any():
+            ax.vlines(n[up], (s / t)[up], ((s + o) / t)[up], color=col, lw=1.0, ls="--")
+            ax.plot(n[up], ((s + o) / t)[up], ls="none", marker="o", ms=6, mfc="white", mec=col, mew=1.2)
+        if r.get("n50") is not None:
+            ax.axvline(r["n50"], color=col, lw=0.9, ls=":")
+    ax.axhline(0.5, **STYLE["refline"])
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_xlabel("target length n (tokens)")
+    ax.set_ylabel("fraction of strings crammed")
+    kept = f"; {curve['kept']} still being crammed" if curve.get("kept") else ""
+    ax.set_title(f"{curve['model']}, m = {curve['m']}, {curve['source']} ({curve['finished']} strings "
+                 f"finished{kept})", fontsize=STYLE["font"])
+    ax.legend(fontsize=7.5, loc="upper right")
+    if any(any(r.get("open") or []) for r in rungs):
+        ax.text(0.01, 0.02, "dashed bar to a hollow marker: where the strings still being crammed\n"
+                "would put it if all of them crammed", transform=ax.transAxes, fontsize=7,
+                color=COLORS["reference"], va="bottom")

@@ -40,6 +40,9 @@ STYLE = {
 #: one colour per m (1, 2, 3, ...), reused by every cramming panel
 M_COLORS = ["#6a3d9a", "#e07b00", "#2a9d48", "#c0392b", "#1f77b4", "#8c564b", "#e377c2", "#17becf"]
 
+#: one colour per step budget of a ladder, smallest first (light to dark: more steps, darker)
+BUDGET_COLORS = ["#9ecae1", "#4292c6", "#08519c", "#08306b", "#3f007d"]
+
 #: one line style per refined bound (predicted lines)
 BOUND_STYLES = {"ball": "-", "box": "--", "ellipsoid": "-.", "cone": ":", "cells": (0, (5, 1, 1, 1))}
 
@@ -72,6 +75,12 @@ UI_COLORS = {
 def m_color(m: int) -> str:
     """The colour of m memory vectors (m = 1, 2, ...), the same in every cramming panel."""
     return M_COLORS[(int(m) - 1) % len(M_COLORS)]
+
+
+def budget_color(i: int, k: int) -> str:
+    """The colour of the ``i``-th of ``k`` step budgets of a ladder (smallest first): the largest
+    is always the darkest."""
+    return BUDGET_COLORS[len(BUDGET_COLORS) - k + i] if k <= len(BUDGET_COLORS) else BUDGET_COLORS[min(i, len(BUDGET_COLORS) - 1)]
 
 
 def token_color(t: int) -> str:

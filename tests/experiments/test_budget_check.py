@@ -564,6 +564,12 @@ def test_a_live_ladder_reads_smaller_budgets_from_a_run_still_going(tmp_path, ca
     assert out[2].split()[:7] == ["40", "/", "20", *(f"{s}/6" for s in fresh.successes)]
     assert out[3].split()[:5] == ["120", "/", "60", "(the", "run's)"] and "if all open fail" in out[3]
     assert out[4] == "  +k?: strings still being crammed that may cram within that budget"
+    png = tmp_path / "ladder.png"
+    assert main(["store", "ladder", "--budget", "40/20", "--store", str(store), "--plot", str(png)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"plot: {png}"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["store", "ladder", "--budget", "40/20", "--store", str(store), "--plot", str(tmp_path / "x.txt")]) == 2
+    assert "--plot must be a file ending in .png, .svg or .pdf" in capsys.readouterr().err
     # resumed to its end: nothing open, the own rung is the run's curve, decided counts stand
     (whole,) = accessibility_curves(lm, [1], lengths, store=store, max_steps=120, patience=60, **kw)
     (done,) = bundling.live_ladder(store, [(40, 20), (120, 8)])

@@ -55,3 +55,37 @@ def test_every_colour_is_defined_in_plots_style():
             if hexcolour.search(line):
                 found.append(f"{path.relative_to(PKG.parent)}:{i}: {line.strip()}")
     assert not found, "colours outside accesslib/plots/style.py:\n" + "\n".join(found)
+
+
+def test_a_ladder_panel_draws_each_budget_and_its_open_strings():
+    from matplotlib.collections import LineCollection
+    from matplotlib.figure import Figure
+
+    from accesslib.plots.cramming import plot_ladder
+    from accesslib.plots.style import BUDGET_COLORS, budget_color
+
+    assert [budget_color(i, 3) for i in range(3)] == BUDGET_COLORS[-3:]          # the largest: darkest
+    assert budget_color(0, 1) == BUDGET_COLORS[-1] and budget_color(6, 7) == BUDGET_COLORS[-1]
+    rungs = [dict(max_steps=1000, patience=500, lengths=[10, 20], successes=[6, 1], totals=[6, 6], open=[0, 0],
+                  n50=15.0, stderr=1.5, own=False),
+             dict(max_steps=9000, patience=1500, lengths=[10, 20], successes=[6, 3], totals=[6, 6], open=[0, 2],
+                  n50=None, stderr=None, own=True, if_all_fail=dict(n50=19.5, stderr=2.0))]
+    curve = dict(model="m-x", m=1, source="glove100k", finished=10, kept=2, rungs=rungs)
+    ax = Figure().add_subplot()
+    plot_ladder(ax, curve)
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["1,000 steps, patience 500: n50 15.0 ± 1.5",
+                      "9,000 steps, patience 1,500 (the run): n50 19.5 if all open fail"]
+    assert ax.get_title() == "m-x, m = 1, glove100k (10 strings finished; 2 still being crammed)"
+    fracs = sorted(tuple(np.round(line.get_ydata(), 3)) for line in ax.lines if len(line.get_ydata()) == 2
+                   and line.get_marker() == "o" and line.get_markerfacecolor() != "white")
+    assert fracs == [(1.0, 0.167), (1.0, 0.5)]
+    # the two open strings at n = 20: a dashed bar from 3/6 to 5/6, a hollow marker at its top
+    bars = [c for c in ax.collections if isinstance(c, LineCollection) and c.get_linestyle()[0][1] is not None]
+    (seg,) = bars[0].get_segments()
+    assert seg[0][1] == pytest.approx(0.5) and seg[1][1] == pytest.approx(5 / 6)
+    hollow = [line for line in ax.lines if line.get_markerfacecolor() == "white"]
+    assert len(hollow) == 1 and list(hollow[0].get_ydata()) == pytest.approx([5 / 6])
+    # the decided n50 only: a dotted line at 15
+    assert [line.get_xdata()[0] for line in ax.lines if line.get_linestyle() == ":" and
+            line.get_xdata()[0] == line.get_xdata()[1]] == [15.0]
