@@ -24,7 +24,7 @@ def make_bundles(load_script):
 def test_every_run_is_a_valid_make_bundles_command(make_bundles):
     names = _runs("names").stdout.split()
     assert names == ["gemma-n50", "smol-tokens", "smol-paper-tokens", "smol-glove-9k", "smol-tokens-9k",
-                     "smol-glove-9k-m2", "smol-tokens-9k-m2"]
+                     "smol-glove-9k-m2", "smol-tokens-9k-m2", "gemma-9k"]
     for name in names:
         r = _runs("args", name)
         assert r.returncode == 0, r.stderr
@@ -48,6 +48,11 @@ def test_every_run_is_a_valid_make_bundles_command(make_bundles):
     # [A]'s protocol and layout, their own word list (docs/gemma.md, section 5)
     assert (gemma.models, gemma.protocol, gemma.source, gemma.add_special_tokens) == (
         ["gemma-3-270m"], "paper", "glove100k", True)
+    # gemma-9k is gemma-n50 with 3x the steps and the patience: the same strings, one more rung
+    g9 = make_bundles.build_parser().parse_args(_runs("args", "gemma-9k").stdout.split())
+    assert {k: v for k, v in vars(g9).items() if k not in ("max_steps", "patience")} == \
+        {k: v for k, v in vars(gemma).items() if k not in ("max_steps", "patience")}
+    assert (g9.max_steps, g9.patience) == (9000, 1500) and (gemma.max_steps, gemma.patience) == (None, None)
     smol = make_bundles.build_parser().parse_args(_runs("args", "smol-tokens").stdout.split())
     assert (smol.max_steps, smol.patience, smol.bos, smol.source) == (4500, 900, True, "tokens")
     # [A]'s protocol (no schedule) with 3x its steps (and patience): the 1000- and 3000-step rungs
@@ -60,7 +65,7 @@ def test_every_run_is_a_valid_make_bundles_command(make_bundles):
 
 @pytest.mark.parametrize("argv, msg", [
     (["start", "gemma-n50,nope"], "unknown run 'nope' (one of: gemma-n50 smol-tokens smol-paper-tokens smol-glove-9k smol-tokens-9k "
-                                "smol-glove-9k-m2 smol-tokens-9k-m2)"),
+                                "smol-glove-9k-m2 smol-tokens-9k-m2 gemma-9k)"),
     (["args", "nope"], "unknown run 'nope'"),
 ])
 def test_unknown_runs_are_named_and_nothing_starts(argv, msg, tmp_path):

@@ -27,6 +27,8 @@
 #                 from the same strings (when each string's best accuracy rose), so one run is the
 #                 budget check, n = 10, 16, 24, 34, 46 x 6
 #   smol-tokens-9k  the same with random tokens after BOS, n = 6, 9, 12, 17, 22, 27, 32 x 6
+#   gemma-9k      gemma-n50 with 3x [A]'s steps and patience (9000 / 1500): its 1000 / 500 and
+#                 3000 / 500 are read from the same strings, so it checks gemma-n50's budget
 #   smol-glove-9k-m2, smol-tokens-9k-m2   m = 1 and 2 in the store of the m = 1 run (its strings are
 #                 read back, m = 2 is crammed): one bundle with both curves and their slope, the
 #                 m = 2 rungs read as the m = 1 ones are; each waits for its m = 1 run, so chain
@@ -38,7 +40,7 @@ cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
 PY=${PY:-.venv/bin/python}
 LIVE=${RUNS_LIVE:-scratch/runs}              # the live stores, logs and bundles (not tracked)
 KEPT=${RUNS_KEPT:-benchmarks/runs/stores}    # their snapshots (tracked)
-RUNS="gemma-n50 smol-tokens smol-paper-tokens smol-glove-9k smol-tokens-9k smol-glove-9k-m2 smol-tokens-9k-m2"
+RUNS="gemma-n50 smol-tokens smol-paper-tokens smol-glove-9k smol-tokens-9k smol-glove-9k-m2 smol-tokens-9k-m2 gemma-9k"
 
 args() {   # the make_bundles.py arguments of each run
   case "$1" in
@@ -52,6 +54,8 @@ args() {   # the make_bundles.py arguments of each run
       --max-steps 9000 --patience 1500 --search grid --lengths 1:10,16,24,34,46 --no-geometry";;
     smol-tokens-9k) echo "--models smollm2-135m --m 1 --samples 6 --source tokens --bos --protocol paper
       --max-steps 9000 --patience 1500 --search grid --lengths 1:6,9,12,17,22,27,32 --no-geometry";;
+    gemma-9k) echo "--models gemma-3-270m --m 1 --samples 6 --source glove100k --add-special-tokens
+      --protocol paper --max-steps 9000 --patience 1500 --search grid --lengths 1:6,9,12,18,24,32 --no-geometry";;
     smol-glove-9k-m2) echo "--models smollm2-135m --m 1 2 --samples 6 --source glove100k --bos --protocol paper
       --max-steps 9000 --patience 1500 --search grid --lengths 1:10,16,24,34,46 2:34,46,62,82 --no-geometry";;
     smol-tokens-9k-m2) echo "--models smollm2-135m --m 1 2 --samples 6 --source tokens --bos --protocol paper
@@ -71,6 +75,7 @@ store_of() {   # the store a run writes to: its own, or (the *-m2 runs) that of 
 after_run() {   # what follows a finished run: under [A]'s protocol, the budget ladder read from its strings
   case "$1" in
     gemma-n50) echo "--add-budget-ladder gemma-3-270m --ladder 1000/500";;
+    gemma-9k) echo "--add-budget-ladder gemma-3-270m --ladder 1000/500 3000/500";;
     smol-paper-tokens|smol-*-9k|smol-*-9k-m2) echo "--add-budget-ladder smollm2-135m --ladder 1000/500 3000/500";;
   esac
 }
