@@ -700,6 +700,10 @@ def _parse_budgets(items) -> list[tuple[int, int]]:
     return out
 
 
+def _plural(k: int, word: str) -> str:
+    return f"{k} {word}" + ("" if k == 1 else "s")
+
+
 def _rung_n50(rung) -> str:
     """A rung's n50 in words: "20.1 +- 1.8", "> 46 (all crammed at 46)", "< 6", or "-"."""
     if rung.get("n50") is not None:
@@ -721,7 +725,13 @@ def _run_store_ladder(args) -> int:
         if not plot.lower().endswith((".png", ".svg", ".pdf")):
             fail("--plot", "a file ending in .png, .svg or .pdf", args.plot)
     store = _open_store(args.store)
-    curves = live_ladder(store, budgets, **_store_filters(args))
+    got = live_ladder(store, budgets, **_store_filters(args))
+    curves = got["curves"]
+    for k, what in ((got["unclaimed"], "kept strings whose settings match no curve's (none of their curve has "
+                                        "finished yet, or another run kept them)"),
+                    (got["unreadable"], "kept states that could not be read (damaged, or written by another program)")):
+        if k:
+            print(f"{what}: {k}, counted in no rung")
     if not curves:
         print(f"store {store.path}: no finished string" + (" matches the filters" if _store_filters(args) else "")
               + " (a rung is read from a curve's strings once one has finished)")
@@ -730,7 +740,7 @@ def _run_store_ladder(args) -> int:
         kept = (f", {c['kept']} still being crammed (steps {c['kept_steps'][0]}-{c['kept_steps'][1]})"
                 if c["kept"] else "")
         print(f"{c['model']}, m = {c['m']}, {c['source']}, protocol {c['protocol_hash']} ({c['max_steps']:,} steps, "
-              f"patience {c['patience']:,}): {c['finished']} strings finished{kept}")
+              f"patience {c['patience']:,}): {_plural(c['finished'], 'string')} finished{kept}")
         if c["ambiguous"]:
             print(f"  {c['ambiguous']} kept strings match several curves' settings and are counted in none")
         lengths = c["rungs"][0]["lengths"]
@@ -744,7 +754,7 @@ def _run_store_ladder(args) -> int:
                 n50 = (f"{_rung_n50(r['if_all_fail'])} if all open fail, {_rung_n50(r['if_all_cram'])} if all cram"
                        if "if_all_fail" in r else "- (open)")
             elif r["unknown"]:
-                n50 = f"- ({r['unknown']} crammed strings without an accuracy history)"
+                n50 = f"- ({_plural(r['unknown'], 'crammed string')} without an accuracy history)"
             else:
                 n50 = _rung_n50(r)
             table.append((label,) + cells + (n50,))

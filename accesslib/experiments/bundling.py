@@ -495,7 +495,7 @@ def _kept_belongs(fingerprint: dict, settings: dict, seeds) -> bool:
         return False
 
 
-def live_ladder(store, budgets, **filters) -> list[dict]:
+def live_ladder(store, budgets, **filters) -> dict:
     """n50 by step budget read from a run that may still be going: for each curve in ``store``
     (model, m, source, protocol; ``filters`` as :meth:`ResultsStore.rows` takes them), the curve
     as a run with each smaller (max_steps, patience) of ``budgets`` would have measured it
@@ -506,7 +506,10 @@ def live_ladder(store, budgets, **filters) -> list[dict]:
     it ends. Exact where :func:`derived_rung` is (a protocol without a schedule; a smaller patience
     needs patience on accuracy), with the same one difference.
 
-    Returns one dict per curve: model, m, source, protocol_hash, max_steps, patience (the run's),
+    Returns ``{"curves": [...], "unclaimed": k, "unreadable": j}``: ``unclaimed`` kept states match
+    no curve's settings (e.g. a run whose first string has not finished: a curve is known from its
+    finished strings), ``unreadable`` ones could not be read; one dict per curve: model, m, source,
+    protocol_hash, max_steps, patience (the run's),
     finished, kept (strings of this curve still being crammed), kept_steps ((min, max) or None),
     ambiguous (kept states that match several curves' settings: counted in none) and rungs
     (sorted by max_steps, each as :func:`measured_rung` gives it when every string is decided, with
@@ -523,7 +526,8 @@ def live_ladder(store, budgets, **filters) -> list[dict]:
     curves: dict[tuple, list[dict]] = {}
     for r in store.rows(**filters):
         curves.setdefault((r["model"], int(r["m"]), r["source"], r["protocol_hash"]), []).append(r)
-    states = kept_states(store)["states"]
+    got = kept_states(store)
+    states = got["states"]
     settings_of = {key: store.settings(key[3]) or {} for key in curves}
     claims: dict[str, list[tuple]] = {}
     for key, rows in curves.items():
@@ -579,7 +583,7 @@ def live_ladder(store, budgets, **filters) -> list[dict]:
         out.append(dict(model=model, m=m, source=source, protocol_hash=ph, max_steps=steps0, patience=patience0,
                         finished=len(rows), kept=len(mine), kept_steps=(min(steps), max(steps)) if steps else None,
                         ambiguous=ambiguous, rungs=rungs))
-    return out
+    return dict(curves=out, unclaimed=sum(1 for k in states if k["key"] not in claims), unreadable=got["unreadable"])
 
 
 def _derivable(settings: dict, max_steps: int, patience: int) -> bool:

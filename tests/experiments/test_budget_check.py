@@ -540,7 +540,9 @@ def test_a_live_ladder_reads_smaller_budgets_from_a_run_still_going(tmp_path, ca
     assert cut.interrupted
     kept = kept_states(ResultsStore(store))["states"]
     assert kept and min(k["step"] for k in kept) >= 40
-    (live,) = bundling.live_ladder(store, [(40, 20), (120, 8)])
+    got = bundling.live_ladder(store, [(40, 20), (120, 8)])
+    assert (got["unclaimed"], got["unreadable"]) == (0, 0)
+    (live,) = got["curves"]
     assert (live["m"], live["source"], live["max_steps"], live["patience"]) == (1, "natural", 120, 60)
     assert live["kept"] == len(kept) and live["finished"] + live["kept"] == 24 and live["ambiguous"] == 0
     early, small_patience, own = live["rungs"]
@@ -572,7 +574,7 @@ def test_a_live_ladder_reads_smaller_budgets_from_a_run_still_going(tmp_path, ca
     assert "--plot must be a file ending in .png, .svg or .pdf" in capsys.readouterr().err
     # resumed to its end: nothing open, the own rung is the run's curve, decided counts stand
     (whole,) = accessibility_curves(lm, [1], lengths, store=store, max_steps=120, patience=60, **kw)
-    (done,) = bundling.live_ladder(store, [(40, 20), (120, 8)])
+    (done,) = bundling.live_ladder(store, [(40, 20), (120, 8)])["curves"]
     assert done["kept"] == 0 and all(sum(r["open"]) == 0 for r in done["rungs"])
     assert done["rungs"][0]["successes"] == early["successes"]
     assert done["rungs"][2]["successes"] == list(whole.successes)
@@ -581,6 +583,25 @@ def test_a_live_ladder_reads_smaller_budgets_from_a_run_still_going(tmp_path, ca
     assert [a <= s + o for a, s, o in zip(done["rungs"][1]["successes"], small_patience["successes"],
                                           small_patience["open"])] == [True] * 4
     assert sum(small_patience["open"]) < len(kept)          # patience 8 decided some strings already
+    # a kept state of other settings is claimed by no curve, a damaged one is not read: both said
+    import io
+
+    import torch
+    st = ResultsStore(store)
+    assert st.inflight() == []
+    foreign = dict(fingerprint=dict(kept[0]["settings"], max_steps=999), ids=[1, 2, 3], m=1, best=1.0, best_acc=0.5,
+                   step=5, acc_history=[[0, 0.1]])
+    buf = io.BytesIO()
+    torch.save(foreign, buf)
+    st.save_inflight({"foreign": (buf.getvalue(), 5), "damaged": (b"not a state", 3)})
+    got = bundling.live_ladder(store, [(40, 20)])
+    assert (got["unclaimed"], got["unreadable"]) == (1, 1) and got["curves"][0]["kept"] == 0
+    assert main(["store", "ladder", "--budget", "40/20", "--store", str(store)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:2] == ["kept strings whose settings match no curve's (none of their curve has finished yet, or another "
+                       "run kept them): 1, counted in no rung",
+                       "kept states that could not be read (damaged, or written by another program): 1, counted in "
+                       "no rung"]
     # what cannot be read is refused, in words
     for budget, words in (("240/60", "cannot exceed the run's own: 240 / 60 is larger than"),
                           ("40", "--budget must be STEPS/PATIENCE pairs"),
