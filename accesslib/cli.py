@@ -685,6 +685,9 @@ def _run_store_summary(args) -> int:
         table.append((r["model"], str(r["m"]), r["source"], proto, str(r["strings"]), str(r["successes"]),
                       f"{r['n_min']}-{r['n_max']} ({r['lengths']})", n50))
     _print_table(table, right={1, 4, 5})
+    if kept:
+        print("n50 above: of the finished strings only, a biased sample while strings are still being crammed "
+              "(the easy ones finish first); `accesslib store ladder --budget STEPS/PATIENCE` counts those too")
     if args.by_length:
         _print_by_length(store, filters, args.patience)
     return 0

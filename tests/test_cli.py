@@ -243,9 +243,13 @@ def test_store_summary_names_the_protocols(tmp_path, capsys):
     # strings an interrupted run kept mid-way are counted on the second line
     st.save_inflight({"a": (b"x", 120), "b": (b"y", 1400)})
     assert main(["store", "summary", "--store", str(path)]) == 0
-    line = capsys.readouterr().out.splitlines()[1]
-    assert line.startswith("2 strings kept mid-way (steps 120-1400, last kept ") and line.endswith(
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].startswith("2 strings kept mid-way (steps 120-1400, last kept ") and out[1].endswith(
         "the run that crammed them resumes them when started again")
+    # ... and the n50 of the finished strings is named for what it is
+    assert out[-1].startswith("n50 above: of the finished strings only, a biased sample while strings are still "
+                              "being crammed") and "accesslib store ladder" in out[-1]
+    assert not any(line.startswith("n50 above") for line in lines)
 
 
 def test_store_merge(tmp_path, capsys):
