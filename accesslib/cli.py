@@ -720,6 +720,7 @@ def _rung_n50(rung) -> str:
 
 def _run_store_ladder(args) -> int:
     from accesslib.experiments.bundling import live_ladder
+    from accesslib.results.bundles import open_range_text
 
     budgets = _parse_budgets(args.budget)
     plot = None
@@ -735,6 +736,7 @@ def _run_store_ladder(args) -> int:
                     (got["unreadable"], "kept states that could not be read (damaged, or written by another program)")):
         if k:
             print(f"{what}: {k}, counted in no rung")
+    labels: dict = {}
     if not curves:
         print(f"store {store.path}: no finished string" + (" matches the filters" if _store_filters(args) else "")
               + " (a rung is read from a curve's strings once one has finished)")
@@ -754,26 +756,29 @@ def _run_store_ladder(args) -> int:
                           for s, t, o in zip(r["successes"], r["totals"], r["open"]))
             label = f"{r['max_steps']:,} / {r['patience']:,}" + (" (the run's)" if r["own"] else "")
             if any(r["open"]):
-                n50 = (f"{_rung_n50(r['if_all_fail'])} if all open fail, {_rung_n50(r['if_all_cram'])} if all cram"
-                       if "if_all_fail" in r else "- (open)")
+                n50 = (open_range_text(r) or f"{_rung_n50(r['if_all_fail'])} if all open fail, "
+                       f"{_rung_n50(r['if_all_cram'])} if all cram") if "if_all_fail" in r else "- (open)"
             elif r["unknown"]:
                 n50 = f"- ({_plural(r['unknown'], 'crammed string')} without an accuracy history)"
             else:
                 n50 = _rung_n50(r)
             table.append((label,) + cells + (n50,))
+            labels.setdefault(id(c), []).append(f"{r['max_steps']:,} steps, patience {r['patience']:,}"
+                                                + (" (the run)" if r["own"] else "") + f": n50 {n50}")
         _print_table(table, right=set(range(1, len(lengths) + 1)), indent="  ")
         if any(any(r["open"]) for r in c["rungs"]):
             notes.append("+k?: strings still being crammed that may cram within that budget")
         for note in notes:
             print(f"  {note}")
     if plot:
-        _plot_ladders(curves, plot)
+        _plot_ladders(curves, plot, labels)
         print(f"plot: {plot}")
     return 0
 
 
-def _plot_ladders(curves, path) -> None:
-    """One panel per curve of :func:`accesslib.experiments.bundling.live_ladder` into ``path``."""
+def _plot_ladders(curves, path, labels) -> None:
+    """One panel per curve of :func:`accesslib.experiments.bundling.live_ladder` into ``path``,
+    each rung labelled by ``labels[id(curve)]`` (its budget and n50 as the table gives them)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -783,9 +788,9 @@ def _plot_ladders(curves, path) -> None:
 
     fig, axes = plt.subplots(len(curves), 1, figsize=(8, 4.2 * len(curves)), squeeze=False)
     for ax, c in zip(axes[:, 0], curves):
-        plot_ladder(ax, c)
+        plot_ladder(ax, c, [label.replace(" +- ", " ± ") for label in labels.get(id(c), [])] or None)
     fig.tight_layout()
-    fig.savefig(path, dpi=120, facecolor="white")
+    fig.savefig(path, dpi=120, facecolor="white", bbox_inches="tight")
     plt.close(fig)
 
 

@@ -482,6 +482,44 @@ def kept_under(state: dict, max_steps: int, patience: int) -> bool | None:
     return False if stop is not None and stop <= int(state["step"]) else None
 
 
+#: the most ways the open strings of a rung may end that :func:`open_n50_range` fits one by one
+#: (about a millisecond each)
+OPEN_WAYS_LIMIT = 5000
+
+
+def open_n50_range(lengths, successes, totals, open_, limit: int = OPEN_WAYS_LIMIT) -> dict | None:
+    """Where n50 can still end while ``open_`` strings per length may cram or fail: the curve
+    fitted for every way they can end (each length's count from ``successes`` to ``successes +
+    open``), or None when there are more than ``limit`` ways. Returns ``{ways, low, low_stderr,
+    high, high_stderr, above, below, unlocated}``: the least and greatest n50 that a fit locates
+    among the lengths (:func:`usable_n50`; None where none does) with their stderr, and how many
+    ways locate none: n50 past the longest length (``above``: every string crammed there), before
+    the shortest (``below``: none crammed there), or neither (``unlocated``: e.g. more crammed at
+    a longer length than at a shorter one, a curve that does not fall)."""
+    import itertools
+
+    from accesslib.theory.stats import fit_n50
+
+    ways = math.prod(int(o) + 1 for o in open_)
+    if ways > limit:
+        return None
+    lo = hi = None
+    counts = dict(above=0, below=0, unlocated=0)
+    for extra in itertools.product(*(range(int(o) + 1) for o in open_)):
+        got = [int(a) + b for a, b in zip(successes, extra)]
+        fit = fit_n50((list(lengths), got, list(totals)))
+        n50, se = usable_n50(finite_or_none(fit.n50), finite_or_none(fit.stderr), finite_or_none(fit.k), fit.status,
+                             lengths)
+        if n50 is None:
+            bound = n50_bounds(got, totals, lengths)
+            counts["above" if "n50_above" in bound else "below" if "n50_below" in bound else "unlocated"] += 1
+            continue
+        lo = (n50, se) if lo is None or n50 < lo[0] else lo
+        hi = (n50, se) if hi is None or n50 > hi[0] else hi
+    return dict(ways=ways, low=lo and lo[0], low_stderr=lo and lo[1], high=hi and hi[0], high_stderr=hi and hi[1],
+                **counts)
+
+
 def _kept_belongs(fingerprint: dict, settings: dict, seeds) -> bool:
     """Whether a kept state (its resume fingerprint) was crammed under a curve's protocol
     ``settings`` (as the store recorded them) with one of its ``seeds``."""
@@ -514,7 +552,8 @@ def live_ladder(store, budgets, **filters) -> dict:
     ambiguous (kept states that match several curves' settings: counted in none) and rungs
     (sorted by max_steps, each as :func:`measured_rung` gives it when every string is decided, with
     ``open`` per length: strings that may still cram; n50 and stderr None while any is open, and
-    then ``if_all_fail`` and ``if_all_cram``: the rung if every open string failed, or crammed;
+    then ``if_all_fail`` and ``if_all_cram``: the rung if every open string failed, or crammed,
+    and ``n50_range``: where n50 can still end (:func:`open_n50_range`, None past its limit);
     ``unknown``: crammed strings whose smaller patience cannot be read; ``own``: the run's budget)."""
     from accesslib.engine.cramming import kept_states
 
@@ -575,6 +614,7 @@ def live_ladder(store, budgets, **filters) -> dict:
                     rung["if_all_fail"] = measured_rung(a, b, lengths, successes, totals)
                     rung["if_all_cram"] = measured_rung(a, b, lengths, [s + o for s, o in zip(successes, open_)],
                                                         totals)
+                    rung["n50_range"] = open_n50_range(lengths, successes, totals, open_)
             else:
                 rung = measured_rung(a, b, lengths, successes, totals)
             rung.update(open=open_, unknown=unknown, own=(a, b) == (steps0, patience0))

@@ -118,27 +118,16 @@ def update_accessibility(art, curves):
 # ---------------------------------------------------------------------------------------------
 # a budget ladder read from a run: the curve as each step budget would have measured it
 # ---------------------------------------------------------------------------------------------
-def _rung_label(r) -> str:
-    own = " (the run)" if r.get("own") else ""
-    if r.get("n50") is not None:
-        n50 = f"n50 {r['n50']:.1f} ± {r['stderr']:.1f}"
-    elif r.get("if_all_fail", {}).get("n50") is not None:
-        n50 = f"n50 {r['if_all_fail']['n50']:.1f} if all open fail"
-    elif r.get("n50_above") is not None:
-        n50 = f"n50 > {r['n50_above']}"
-    elif r.get("n50_below") is not None:
-        n50 = f"n50 < {r['n50_below']}"
-    else:
-        n50 = "n50 open"
-    return f"{r['max_steps']:,} steps, patience {r['patience']:,}{own}: {n50}"
-
-
-def plot_ladder(ax, curve):
+def plot_ladder(ax, curve, labels=None):
     """One curve of :func:`accesslib.experiments.bundling.live_ladder` on ``ax``: per step budget
     (light to dark: more steps) the fraction crammed at each length, markers with binomial error
     bars; strings still being crammed drawn as a thin bar up to where they would put the fraction
-    if all of them crammed (a hollow marker at its top); a dotted line at each decided n50."""
+    if all of them crammed (a hollow marker at its top); a dotted line at each decided n50.
+    ``labels``: one legend entry per rung (default: its budget; the command line adds its n50)."""
     rungs = curve["rungs"]
+    if labels is None:
+        labels = [f"{r['max_steps']:,} steps, patience {r['patience']:,}" + (" (the run)" if r.get("own") else "")
+                  for r in rungs]
     k = len(rungs)
     spread = 0.012 * (max(curve["rungs"][0]["lengths"]) - min(curve["rungs"][0]["lengths"]) + 1)
     for i, r in enumerate(rungs):
@@ -146,7 +135,7 @@ def plot_ladder(ax, curve):
         n = np.asarray(r["lengths"], float) + (i - (k - 1) / 2) * spread   # side by side at each n
         s, t = np.asarray(r["successes"], float), np.maximum(np.asarray(r["totals"], float), 1)
         o = np.asarray(r.get("open") or [0] * len(s), float)
-        ax.errorbar(n, s / t, yerr=binomial_stderr(s, t), color=col, label=_rung_label(r),
+        ax.errorbar(n, s / t, yerr=binomial_stderr(s, t), color=col, label=labels[i],
                     **{kk: v for kk, v in STYLE["marker"].items()})
         up = o > 0
         if up.any():
@@ -161,8 +150,11 @@ def plot_ladder(ax, curve):
     kept = f"; {curve['kept']} still being crammed" if curve.get("kept") else ""
     ax.set_title(f"{curve['model']}, m = {curve['m']}, {curve['source']} ({curve['finished']} strings "
                  f"finished{kept})", fontsize=STYLE["font"])
-    ax.legend(fontsize=7.5, loc="upper right")
+    # below the axes, where it hides no marker; the note on open strings closes it
     if any(any(r.get("open") or []) for r in rungs):
-        ax.text(0.01, 0.02, "dashed bar to a hollow marker: where the strings still being crammed\n"
-                "would put it if all of them crammed", transform=ax.transAxes, fontsize=7,
-                color=COLORS["reference"], va="bottom")
+        ax.plot([], [], ls="--", marker="o", ms=6, mfc="white", mec=COLORS["reference"], color=COLORS["reference"],
+                lw=1.0, label="strings still being crammed: where they would put each length if all of them crammed")
+    handles, texts = ax.get_legend_handles_labels()
+    order = sorted(range(len(texts)), key=lambda j: texts[j].startswith("strings still"))   # the note last
+    ax.legend([handles[j] for j in order], [texts[j] for j in order], fontsize=7.5, loc="upper left",
+              bbox_to_anchor=(0.0, -0.16), frameon=False)

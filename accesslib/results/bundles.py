@@ -235,6 +235,28 @@ def rung_n50_text(rung: dict) -> str:
     return f"{_fmt(rung.get('n50'))} ± {_fmt(rung.get('stderr'))}"
 
 
+def open_range_text(rung: dict) -> str:
+    """Where a rung with strings still being crammed can end (its ``n50_range``,
+    :func:`accesslib.experiments.bundling.open_n50_range`): "29.1 to 45.8 or > 46 however the 11
+    open strings end (16 of the 70 ways: no falling curve)"; "" without a range (too many ways)."""
+    rg = rung.get("n50_range")
+    if not rg:
+        return ""
+    lengths = rung["lengths"]
+    parts = []
+    if rg["below"]:
+        parts.append(f"< {min(lengths)}")
+    if rg["low"] is not None:
+        parts.append(f"{rg['low']:.1f}" + (f" to {rg['high']:.1f}" if rg["high"] > rg["low"] else ""))
+    if rg["above"]:
+        parts.append(f"> {max(lengths)}")
+    k = sum(rung.get("open") or [])
+    text = (" or ".join(parts) or "not located") + f" however the {k} open string{'s' if k != 1 else ''} end"
+    if rg["unlocated"]:
+        text += f" ({rg['unlocated']} of the {rg['ways']} ways: no falling curve)"
+    return text
+
+
 def rung_shift_text(rung: dict) -> str:
     """A ladder rung's comparison: "yes (+3.3)", "no (+0.1)", "yes (at least +2.0)" against a
     one-sided bound, "yes" where two bounds cannot meet, "-" without a comparison."""

@@ -564,7 +564,8 @@ def test_a_live_ladder_reads_smaller_budgets_from_a_run_still_going(tmp_path, ca
                                                           f"{min(k['step'] for k in kept)}-{max(k['step'] for k in kept)})")
     assert out[1].split() == ["budget", "n=3", "n=5", "n=7", "n=9", "n50"]
     assert out[2].split()[:7] == ["40", "/", "20", *(f"{s}/6" for s in fresh.successes)]
-    assert out[3].split()[:5] == ["120", "/", "60", "(the", "run's)"] and "if all open fail" in out[3]
+    assert out[3].split()[:5] == ["120", "/", "60", "(the", "run's)"]
+    assert f"however the {sum(own['open'])} open strings end" in out[3]
     assert out[4] == "  +k?: strings still being crammed that may cram within that budget"
     png = tmp_path / "ladder.png"
     assert main(["store", "ladder", "--budget", "40/20", "--store", str(store), "--plot", str(png)]) == 0
@@ -622,3 +623,30 @@ def test_a_kept_string_fails_a_budget_once_past_its_steps_or_its_patience():
     assert bundling.finished_under(row, 3000, 499, 1500) is False and bundling.finished_under(row, 3000, 500, 1500)
     assert bundling.finished_under(dict(row, accuracy_history=None), 3000, 500, 1500) is None
     assert bundling.finished_under(dict(row, success=False), 3000, 1500, 1500) is False
+
+
+def test_the_range_of_n50_over_every_way_the_open_strings_can_end():
+    """open_n50_range fits each completion: the least and greatest located n50 and how many ways
+    locate none, checked against fits made here one by one."""
+    from accesslib.theory.stats import fit_n50
+
+    lengths, successes, totals, open_ = [10, 16, 24, 34, 46], [6, 6, 5, 1, 0], [6] * 5, [0, 0, 1, 4, 6]
+    rg = bundling.open_n50_range(lengths, successes, totals, open_)
+    assert rg["ways"] == 2 * 5 * 7 and rg["above"] + rg["below"] + rg["unlocated"] < rg["ways"]
+    ways = [(a, b, c) for a in range(2) for b in range(5) for c in range(7)]
+    fits = [fit_n50((lengths, [6, 6, 5 + a, 1 + b, c], totals)) for a, b, c in ways]
+    ok = [f.ok and f.k < 0 and 10 <= f.n50 <= 46 for f in fits]
+    located = [f.n50 for f, y in zip(fits, ok) if y]
+    assert rg["low"] == pytest.approx(min(located)) and rg["high"] == pytest.approx(max(located))
+    assert rg["low"] == pytest.approx(fit_n50((lengths, successes, totals)).n50)   # here: every open string fails
+    assert rg["ways"] - len(located) == rg["above"] + rg["below"] + rg["unlocated"]
+    assert rg["above"] == sum(1 for (a, b, c), y in zip(ways, ok) if c == 6 and not y) > 0 and rg["below"] == 0
+    assert bundling.open_n50_range(lengths, successes, totals, [0, 0, 1, 4, 6], limit=69) is None
+    assert bundles.open_range_text(dict(lengths=lengths, open=open_, n50_range=rg)) == (
+        f"{rg['low']:.1f} to {rg['high']:.1f} or > 46 however the 11 open strings end ({rg['unlocated']} of the 70 "
+        "ways: no falling curve)")
+    assert bundles.open_range_text(dict(lengths=lengths, open=open_, n50_range=None)) == ""
+    one = bundling.open_n50_range([4, 8], [3, 0], [4, 4], [0, 1])      # 3/4 then 0/4 or 1/4: located twice
+    assert one["ways"] == 2 and one["above"] == one["below"] == one["unlocated"] == 0
+    assert bundles.open_range_text(dict(lengths=[4, 8], open=[0, 1], n50_range=one)).endswith(
+        "however the 1 open string end")
