@@ -177,7 +177,9 @@ def budget_status(bundle: dict) -> tuple[str, str]:
     lengths and strings at both budgets, ``accesslib.experiments.beyond.budget_check``). A check
     *moved* when the two n50 differ by more than their combined standard error. Label:
     "budget-limited" when any check moved, "converged" when every check stayed within it,
-    "inconclusive" when a check could not fit n50 (and none moved), "not checked" without one.
+    "inconclusive" when a check could not fit n50 (and none moved) or compared the steps at one
+    patience only (a ladder's rungs that share a patience smaller than their steps: the patience
+    is part of the budget, and it can move n50 where the steps do not), "not checked" without one.
     The text says it in a reader's words, with the n50 at both budgets, then the bundle's
     "budget_ladder" (:func:`ladder_text`) where it has one; a ladder without a budget check
     counts as the check of its shipped rung against the first rung with 3x its steps, or, where the
@@ -210,7 +212,8 @@ def budget_status(bundle: dict) -> tuple[str, str]:
         ratio = other["max_steps"] / ship["max_steps"]
         rows.append((int(lad["m"]), ship.get("n50"), other.get("n50"), ship.get("moved"), ship["max_steps"],
                      other["max_steps"], int(ratio) if ratio == int(ratio) else round(ratio, 2)))
-        if ship.get("patience") is not None and ship.get("patience") == other.get("patience"):
+        if (ship.get("patience") is not None and ship.get("patience") == other.get("patience")
+                and int(ship["patience"]) < int(other["max_steps"])):   # a patience that can end a string first
             same_patience = int(ship["patience"])
     ladder = ladder_text(bundle)
     if ladder:
@@ -314,7 +317,8 @@ def ladder_text(bundle: dict) -> str:
 
 def _budget_status(rows, same_patience=None) -> tuple[str, str]:
     """``same_patience``: the patience both budgets of the comparison share (a ladder's steps
-    compared at one patience), said in the text: a larger patience was not checked."""
+    compared at one patience): a comparison that did not move is then "inconclusive", the text
+    says the patience was not checked."""
     if not rows:
         return "not checked", ("Budget not checked: nobody has re-measured these n50 with a larger step budget "
                                "(scripts/make_bundles.py --add-budget-check).")
@@ -334,8 +338,12 @@ def _budget_status(rows, same_patience=None) -> tuple[str, str]:
     if unknown:
         return "inconclusive", (f"Budget check inconclusive: no n50 could be fitted at m = "
                                 f"{', '.join(str(r[0]) for r in unknown)} ({say(unknown)}).")
-    return "converged", (f"Converged: with {budget} n50 moved by less than its standard error ({say(rows)})"
-                         + ("." if same_patience is None else "; a larger patience was not checked."))
+    if same_patience is not None:   # the steps were checked, the patience was not: not the whole budget
+        return "inconclusive", (f"Steps checked, patience not: with {budget} n50 moved by less than its "
+                                f"standard error ({say(rows)}), but the patience was not tripled with the steps, "
+                                "and under a patience rule a larger patience can move n50 where more steps alone "
+                                "do not.")
+    return "converged", f"Converged: with {budget} n50 moved by less than its standard error ({say(rows)})."
 
 
 def predicted_slopes(bundle: dict, eps: float, r: float) -> dict:

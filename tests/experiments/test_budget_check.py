@@ -499,11 +499,15 @@ def test_a_read_rung_is_named_in_words_and_in_the_table(tmp_path, load_script):
         "n50 at m = 1 by step budget: 1,000 steps 14.0 ± 1.0 (read from the 3,000-step run), 3,000 steps "
         "14.3 ± 1.0 (shipped). It settles at 1,000 steps")
     label, text = bundles.budget_status(b)
-    assert label == "converged" and "(m = 1: 14.0 with 1000 steps, 14.3 with 3000)" in text
-    # both rungs have patience 500: the text says the patience was not scaled with the steps
-    assert text.startswith("Converged: with 3x the steps at the same patience (500) n50 moved by less than its "
-                           "standard error (m = 1: 14.0 with 1000 steps, 14.3 with 3000); a larger patience was "
-                           "not checked. n50 at m = 1")
+    # both rungs have patience 500: the steps were checked, the patience was not, so not converged
+    assert label == "inconclusive" and "(m = 1: 14.0 with 1000 steps, 14.3 with 3000)" in text
+    assert text.startswith("Steps checked, patience not: with 3x the steps at the same patience (500) n50 moved by "
+                           "less than its standard error (m = 1: 14.0 with 1000 steps, 14.3 with 3000), but the "
+                           "patience was not tripled with the steps, and under a patience rule a larger patience "
+                           "can move n50 where more steps alone do not. n50 at m = 1")
+    # rungs whose patience grows with their steps: the whole budget was checked
+    scaled = dict(b, budget_ladder=dict(b["budget_ladder"], rungs=[dict(rungs[0], patience=167), rungs[1]]))
+    assert bundles.budget_status(scaled)[0] == "converged"
     b["budget_ladder"].update(converged_at=None, still_moving=True)
     rungs[0].update(moved=True, n50=10.0)
     assert bundles.budget_status(b)[0] == "budget-limited"
