@@ -703,6 +703,36 @@ def _parse_budgets(items) -> list[tuple[int, int]]:
     return out
 
 
+def _ladder_comparisons(rungs) -> list[str]:
+    """Each rung against the first with 3x its steps (:data:`bundling.LADDER_FACTOR`): moved or not,
+    in combined standard errors, also where the larger one still has strings open."""
+    from accesslib.experiments.bundling import LADDER_FACTOR, open_rung_moved, rungs_moved
+
+    out = []
+    for i, a in enumerate(rungs):
+        b = next((r for r in rungs[i + 1:] if r["max_steps"] >= LADDER_FACTOR * a["max_steps"]), None)
+        if b is None or any(a["open"]) or a["unknown"] or b["unknown"]:
+            continue
+        pair = f"{a['max_steps']:,} / {a['patience']:,} -> {b['max_steps']:,} / {b['patience']:,}:"
+        if any(b["open"]):
+            moved, shift = open_rung_moved(a, b)
+            rg = b.get("n50_range") or {}
+            if moved:
+                left = (f" ({rg['unlocated']} of the {rg['ways']} ways locate no n50)" if rg.get("unlocated") else "")
+                out.append(f"{pair} moved, by at least {shift:+.1f} combined stderr, however the open strings "
+                           f"end{left}")
+            else:
+                out.append(f"{pair} not decided while strings are open")
+            continue
+        moved, shift, bound = rungs_moved(a, b)
+        if moved is None:
+            out.append(f"{pair} cannot tell (no n50 located on one side)")
+        else:
+            size = "" if shift is None else f" ({'at least ' if bound else ''}{shift:+.1f} combined stderr)"
+            out.append(f"{pair} {'moved' if moved else 'did not move'}{size}")
+    return out
+
+
 def _plural(k: int, word: str) -> str:
     return f"{k} {word}" + ("" if k == 1 else "s")
 
@@ -768,6 +798,7 @@ def _run_store_ladder(args) -> int:
         _print_table(table, right=set(range(1, len(lengths) + 1)), indent="  ")
         if any(any(r["open"]) for r in c["rungs"]):
             notes.append("+k?: strings still being crammed that may cram within that budget")
+        notes += _ladder_comparisons(c["rungs"])
         for note in notes:
             print(f"  {note}")
     if plot:

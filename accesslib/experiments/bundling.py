@@ -218,6 +218,26 @@ def rungs_moved(a: dict, b: dict):
     return True, None, False           # two bounds that cannot meet: moved, by an unknown amount
 
 
+def open_rung_moved(a: dict, b: dict):
+    """(moved, shift) from a decided rung ``a`` to a rung ``b`` with strings still open (its
+    ``n50_range``, :func:`open_n50_range`): moved True when every way the open strings can end
+    that locates n50 puts it above ``a``'s by more than their combined stderr, and no way puts it
+    below the grid; ``shift``: the least of those shifts in combined stderrs (ways past the
+    longest length count as above when that length already is). None (cannot tell yet) otherwise,
+    e.g. while some way of ending still meets ``a``. Ways that locate no n50 (a curve that does
+    not fall) are left out; the caller says how many (``n50_range["unlocated"]``)."""
+    rg = b.get("n50_range")
+    if not rg or a.get("n50") is None or not a.get("stderr") or rg["below"] or (rg["low"] is None and not rg["above"]):
+        return None, None
+    shifts = []
+    if rg["low"] is not None:
+        shifts.append((rg["low"] - a["n50"]) / math.hypot(a["stderr"], rg["low_stderr"] or 0.0))
+    if rg["above"]:
+        shifts.append((max(b["lengths"]) - a["n50"]) / a["stderr"])
+    least = min(shifts)
+    return (True, least) if least > 1 else (None, None)
+
+
 def n50_moved(n50, se, n50_x, se_x):
     """|n50_x - n50| > sqrt(se^2 + se_x^2), or None when a fit gave no n50 or no stderr."""
     if None in (n50, se, n50_x, se_x):

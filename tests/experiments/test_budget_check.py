@@ -571,6 +571,7 @@ def test_a_live_ladder_reads_smaller_budgets_from_a_run_still_going(tmp_path, ca
     assert out[3].split()[:5] == ["120", "/", "60", "(the", "run's)"]
     assert f"however the {sum(own['open'])} open strings end" in out[3]
     assert out[4] == "  +k?: strings still being crammed that may cram within that budget"
+    assert out[5].startswith("  40 / 20 -> 120 / 60: ")    # the rung against the one with 3x its steps
     png = tmp_path / "ladder.png"
     assert main(["store", "ladder", "--budget", "40/20", "--store", str(store), "--plot", str(png)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == f"plot: {png}"
@@ -654,3 +655,22 @@ def test_the_range_of_n50_over_every_way_the_open_strings_can_end():
     assert one["ways"] == 2 and one["above"] == one["below"] == one["unlocated"] == 0
     assert bundles.open_range_text(dict(lengths=[4, 8], open=[0, 1], n50_range=one)).endswith(
         "however the 1 open string end")
+
+
+def test_a_rung_with_open_strings_has_moved_once_every_way_it_can_end_has():
+    import math as _m
+
+    lengths, totals = [10, 16, 24, 34, 46], [6] * 5
+    a = bundling.measured_rung(3000, 500, lengths, [6, 5, 1, 0, 0], totals)
+    b = dict(max_steps=9000, patience=1500, lengths=lengths, successes=[6, 6, 5, 1, 0], totals=totals,
+             open=[0, 0, 1, 4, 6])
+    b["n50_range"] = bundling.open_n50_range(lengths, b["successes"], totals, b["open"])
+    moved, shift = bundling.open_rung_moved(a, b)
+    rg = b["n50_range"]
+    assert moved is True and shift == pytest.approx((rg["low"] - a["n50"]) / _m.hypot(a["stderr"], rg["low_stderr"]))
+    assert shift > 3
+    # with more open strings at a shorter length, some way of ending still meets a: not yet
+    c = dict(b, successes=[6, 4, 1, 0, 0], open=[0, 2, 5, 6, 6])
+    c["n50_range"] = bundling.open_n50_range(lengths, c["successes"], totals, c["open"])
+    assert bundling.open_rung_moved(a, c) == (None, None)
+    assert bundling.open_rung_moved(a, dict(b, n50_range=None)) == (None, None)
