@@ -389,8 +389,9 @@ def ladder_verdict(rungs: list[dict]) -> dict:
     fitted n50 may carry a one-sided bound (``n50_above`` / ``n50_below``, :func:`n50_bounds`):
     it counts as moved when the other rung's n50 lies beyond it by more than that n50's stderr
     (``shift``: at least that many, ``shift_is_bound`` True; see :func:`rungs_moved`), and as
-    unknown otherwise. ``converged_at``: the smallest budget whose n50 did not move;
-    ``still_moving``: no rung was shown converged and the largest comparison moved."""
+    unknown otherwise. ``converged_at``: the smallest budget whose n50 did not move and above
+    which no comparison moved it again (1000 -> 3000 still and 3000 -> 9000 moved: not settled);
+    ``still_moving``: the largest comparison moved."""
     out = []
     for i, r in enumerate(rungs):
         j = next((j for j in range(i + 1, len(rungs))
@@ -400,10 +401,12 @@ def ladder_verdict(rungs: list[dict]) -> dict:
             continue
         moved, shift, is_bound = rungs_moved(r, rungs[j])
         out.append(dict(compared_with=rungs[j]["max_steps"], moved=moved, shift=shift, shift_is_bound=is_bound))
-    settled = [r["max_steps"] for r, v in zip(rungs, out) if v["moved"] is False]
-    compared = [v for v in out if v["compared_with"] is not None]
+    compared = [(r["max_steps"], v) for r, v in zip(rungs, out) if v["compared_with"] is not None]
+    # n50 has settled at a budget only if no larger budget's comparison moved it again
+    last_moved = max((steps for steps, v in compared if v["moved"] is True), default=None)
+    settled = [steps for steps, v in compared if v["moved"] is False and (last_moved is None or steps > last_moved)]
     return dict(comparisons=out, converged_at=min(settled) if settled else None,
-                still_moving=bool(not settled and compared and compared[-1]["moved"] is True))
+                still_moving=bool(compared and compared[-1][1]["moved"] is True))
 
 
 def derived_rung(store, bundle: dict, m: int, max_steps: int, patience: int | None = None) -> dict:

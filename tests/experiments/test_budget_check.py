@@ -248,6 +248,10 @@ def test_ladder_verdict_and_words():
     assert v["converged_at"] == 1500 and v["still_moving"] is False
     v = bundling.ladder_verdict([rung(300, 10.6), rung(1500, 16.8), rung(4500, 22.0)])
     assert v["converged_at"] is None and v["still_moving"] is True
+    # 1000 -> 3000 still, 3000 -> 9000 moved (SmolLM2 on [A]'s word list): n50 has not settled
+    v = bundling.ladder_verdict([rung(1000, 18.7, 1.7), rung(3000, 20.1, 1.8), rung(9000, 32.0, 3.0, shipped=True)])
+    assert [c["moved"] for c in v["comparisons"]] == [False, True, None]
+    assert v["converged_at"] is None and v["still_moving"] is True
     v = bundling.ladder_verdict([rung(300, 10.6), rung(600, 16.8)])   # nothing 3x away: no verdict
     assert v["converged_at"] is None and v["still_moving"] is False
     v = bundling.ladder_verdict([rung(300, None), rung(900, 12.0)])   # no n50 at 300: no comparison
