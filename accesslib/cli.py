@@ -778,6 +778,8 @@ def _run_store_ladder(args) -> int:
               f"patience {c['patience']:,}): {_plural(c['finished'], 'string')} finished{kept}")
         if c["ambiguous"]:
             print(f"  {c['ambiguous']} kept strings match several curves' settings and are counted in none")
+        for why in c["refused"]:
+            print(f"  not read: {why}")
         lengths = c["rungs"][0]["lengths"]
         table = [("budget",) + tuple(f"n={n}" for n in lengths) + ("n50",)]
         notes = []

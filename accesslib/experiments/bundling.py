@@ -572,7 +572,9 @@ def live_ladder(store, budgets, **filters) -> dict:
     finished strings), ``unreadable`` ones could not be read; one dict per curve: model, m, source,
     protocol_hash, max_steps, patience (the run's),
     finished, kept (strings of this curve still being crammed), kept_steps ((min, max) or None),
-    ambiguous (kept states that match several curves' settings: counted in none) and rungs
+    ambiguous (kept states that match several curves' settings: counted in none), refused (why a
+    budget cannot be read from this curve: larger than the run's, a schedule, patience on the loss;
+    ValueError when no curve can read any of ``budgets``) and rungs
     (sorted by max_steps, each as :func:`measured_rung` gives it when every string is decided, with
     ``open`` per length: strings that may still cram; n50 and stderr None while any is open, and
     then ``if_all_fail`` and ``if_all_cram``: the rung if every open string failed, or crammed,
@@ -606,22 +608,25 @@ def live_ladder(store, budgets, **filters) -> dict:
                              f"({source}, protocol {ph}), so no budget can be read from it")
         steps0, patience0 = int(settings["max_steps"]), int(settings["patience"])
         where = f"{model}'s curve at m = {m} ({source}, protocol {ph}: {steps0} steps, patience {patience0})"
+        refused, readable = [], []
         for a, b in budgets:
             if a > steps0 or b > patience0:
-                raise ValueError(f"a budget read from a run cannot exceed the run's own: {a} / {b} is larger than "
-                                 f"{where}; measure it (make_bundles.py --ladder)")
-            if (a, b) != (steps0, patience0) and settings.get("schedule") is not None:
-                raise ValueError(f"{a} steps cannot be read from {where}: its learning-rate schedule "
-                                 f"({settings['schedule']!r}) stretches with max_steps, so a shorter run is not a "
-                                 "prefix of it")
-            if b < patience0 and settings.get("patience_on") != "accuracy":
-                raise ValueError(f"patience {b} is read from accuracy histories, which needs patience on "
-                                 f"teacher-forced accuracy; {where} watched {settings.get('patience_on')!r}")
+                refused.append(f"a budget read from a run cannot exceed the run's own: {a} / {b} is larger than "
+                               f"{where}; measure it (make_bundles.py --ladder)")
+            elif (a, b) != (steps0, patience0) and settings.get("schedule") is not None:
+                refused.append(f"{a} steps cannot be read from {where}: its learning-rate schedule "
+                               f"({settings['schedule']!r}) stretches with max_steps, so a shorter run is not a "
+                               "prefix of it")
+            elif b < patience0 and settings.get("patience_on") != "accuracy":
+                refused.append(f"patience {b} is read from accuracy histories, which needs patience on "
+                               f"teacher-forced accuracy; {where} watched {settings.get('patience_on')!r}")
+            else:
+                readable.append((a, b))
         mine = [k for k in states if claims.get(k["key"]) == [key]]
         ambiguous = sum(1 for k in states if key in claims.get(k["key"], []) and len(claims[k["key"]]) > 1)
         lengths = sorted({int(r["n"]) for r in rows} | {k["n"] for k in mine})
         rungs = []
-        for a, b in sorted(set(budgets) | {(steps0, patience0)}):
+        for a, b in sorted(set(readable) | {(steps0, patience0)}):
             successes, totals, open_, unknown = [], [], [], 0
             for n in lengths:
                 fin = [finished_under(r, a, b, patience0) for r in rows if int(r["n"]) == n]
@@ -645,7 +650,10 @@ def live_ladder(store, budgets, **filters) -> dict:
         steps = [k["step"] for k in mine]
         out.append(dict(model=model, m=m, source=source, protocol_hash=ph, max_steps=steps0, patience=patience0,
                         finished=len(rows), kept=len(mine), kept_steps=(min(steps), max(steps)) if steps else None,
-                        ambiguous=ambiguous, rungs=rungs))
+                        ambiguous=ambiguous, rungs=rungs, refused=refused))
+    if budgets and out and all(len(c["refused"]) == len(budgets) for c in out):
+        raise ValueError(out[0]["refused"][0] + ("" if len(out) == 1 else
+                                                 f" (and no other of the store's {len(out)} curves can be read either)"))
     return dict(curves=out, unclaimed=sum(1 for k in states if k["key"] not in claims), unreadable=got["unreadable"])
 
 

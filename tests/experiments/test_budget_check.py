@@ -593,6 +593,20 @@ def test_a_live_ladder_reads_smaller_budgets_from_a_run_still_going(tmp_path, ca
     assert [a <= s + o for a, s, o in zip(done["rungs"][1]["successes"], small_patience["successes"],
                                           small_patience["open"])] == [True] * 4
     assert sum(small_patience["open"]) < len(kept)          # patience 8 decided some strings already
+    # a store with a curve that cannot read a budget: that curve says why, the other reads it
+    ResultsStore(store).merge(tmp_path / "fresh.sqlite")
+    mixed = bundling.live_ladder(store, [(60, 20)])["curves"]
+    short, run = sorted(mixed, key=lambda c: c["max_steps"])
+    assert (short["max_steps"], run["max_steps"]) == (40, 120)
+    assert short["refused"] == [f"a budget read from a run cannot exceed the run's own: 60 / 20 is larger than "
+                                f"{short['model']}'s curve at m = 1 (natural, protocol {short['protocol_hash']}: 40 "
+                                "steps, patience 20); measure it (make_bundles.py --ladder)"]
+    assert [r["max_steps"] for r in short["rungs"]] == [40] and run["refused"] == []
+    assert [(r["max_steps"], r["patience"]) for r in run["rungs"]] == [(60, 20), (120, 60)]
+    assert main(["store", "ladder", "--budget", "60/20", "--store", str(store)]) == 0
+    assert "  not read: a budget read from a run cannot exceed the run's own: 60 / 20" in capsys.readouterr().out
+    assert main(["store", "ladder", "--budget", "500/20", "--store", str(store)]) == 2
+    assert "(and no other of the store's 2 curves can be read either)" in capsys.readouterr().err
     # a kept state of other settings is claimed by no curve, a damaged one is not read: both said
     import io
 
@@ -605,7 +619,7 @@ def test_a_live_ladder_reads_smaller_budgets_from_a_run_still_going(tmp_path, ca
     torch.save(foreign, buf)
     st.save_inflight({"foreign": (buf.getvalue(), 5), "damaged": (b"not a state", 3)})
     got = bundling.live_ladder(store, [(40, 20)])
-    assert (got["unclaimed"], got["unreadable"]) == (1, 1) and got["curves"][0]["kept"] == 0
+    assert (got["unclaimed"], got["unreadable"]) == (1, 1) and all(c["kept"] == 0 for c in got["curves"])
     assert main(["store", "ladder", "--budget", "40/20", "--store", str(store)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[:2] == ["kept strings whose settings match no curve's (none of their curve has finished yet, or another "
