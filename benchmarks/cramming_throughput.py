@@ -1,6 +1,6 @@
 """Strings crammed per minute: the continuous-batching engine against the published protocol.
 
-Workload (issue 14): ``--strings`` natural-text strings (held-out KJV text, accesslib.engine.targets)
+Workload: ``--strings`` natural-text strings (held-out KJV text, accesslib.engine.targets)
 at each of 4 lengths around the model's shipped n50 at m = 1, m = 1, on the default embedded model
 and on a second one; the model's BOS token before the memory on both sides.
 

@@ -1,4 +1,4 @@
-"""benchmarks/runs/runs.sh, the long real-model runs of issue 18: every run's arguments are a
+"""benchmarks/runs/runs.sh, the long real-model runs: every run's arguments are a
 valid make_bundles.py command line (a typo would only show hours into a session otherwise), and
 bad input is refused with a message naming it."""
 import os

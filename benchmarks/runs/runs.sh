@@ -1,5 +1,5 @@
 #!/bin/bash
-# Long CPU measurements that outlive a session (issue 18): each run writes to a live store in
+# Long CPU measurements that outlive a session: each run writes to a live store in
 # scratch/ (not tracked), and `snapshot` copies every live store, consistent even while its run
 # writes, into benchmarks/runs/stores/ (tracked), so a fresh clone resumes each run where the
 # last committed snapshot left it: finished strings are read back, unfinished ones go on from
@@ -144,5 +144,5 @@ case "${1:-}" in
   stop)   # the chains' shells first, so that no next run starts
     pkill -TERM -f "$LIVE/\.chain-.*\.sh chain" || true
     pkill -TERM -f "scripts/make_bundles.py .*--store $LIVE/" || true;;
-  *) sed -n 2,25p "$0"; exit 2;;
+  *) sed -n "2,/^set -euo/{/^#/p}" "$0"; exit 2;;
 esac

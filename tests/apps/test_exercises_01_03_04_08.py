@@ -1,5 +1,5 @@
 """Every "Things to try" answer of notebooks 01, 03, 04 and 08 that states a number or a behaviour,
-checked by driving the app as the exercise says (issue 15, item 1).
+checked by driving the app as the exercise says.
 
 Each test names its exercise; the numbers asserted are the ones the answer prints, computed here
 by the app from the shipped bundles and the published table.

@@ -1,4 +1,4 @@
-"""The "Things to try" of notebooks 02, 05, 06 and 07 as tests (issue 15, item 1).
+"""The "Things to try" of notebooks 02, 05, 06 and 07 as tests.
 
 Each test drives an app as its exercise says and asserts what the answer in the notebook states;
 where an answer quotes a number, the test computes it and finds the same words in the answer, so

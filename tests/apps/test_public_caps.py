@@ -1,5 +1,5 @@
-"""Public mode is enforced on the server for every app's every input (issue: 05 accepted 10^7
-samples and 06 100,000 steps when a browser sent them through the widget protocol).
+"""Public mode is enforced on the server for every app's every input (05 once accepted
+10^7 samples and 06 100,000 steps when a browser sent them through the widget protocol).
 
 The values are sent the way a browser sends them: a widget-protocol "update" message handled by
 the widget itself (``Widget._handle_msg``), which may carry a new ``max`` with the ``value``

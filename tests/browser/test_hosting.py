@@ -1,4 +1,4 @@
-"""Safe to host (issue "Ready for a class"): kernels of closed pages are freed, no page asks
+"""Safe to host for a class: kernels of closed pages are freed, no page asks
 anything from outside the server, and every page reads on a laptop (1400 px and 1280x800).
 
 The server is the one ``make app`` runs (:func:`accesslib.cli.voila_command`, through the
@@ -29,7 +29,7 @@ SHOTS = Path(os.environ.get("ACCESSLIB_SCREENSHOTS") or ROOT / ".screenshots")
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 NOTEBOOKS = sorted(p.name for p in (ROOT / "notebooks").glob("0*.ipynb"))
 APP_PAGES = [n for n in NOTEBOOKS if not n.startswith("00-")]
-#: the two laptop sizes of the issue: a 1400 px wide window, and a 13" screen (1280x800)
+#: two laptop sizes: a 1400 px wide window, and a 13" screen (1280x800)
 WIDE, LAPTOP = dict(width=1400, height=900), dict(width=1280, height=800)
 #: the culling servers' timeout: long enough that a page being opened (kernel started by the
 #: page request, websocket connected once the page's scripts run) is not culled in between on

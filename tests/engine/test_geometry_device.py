@@ -1,4 +1,4 @@
-"""Geometry and precision keep every tensor on the model's device (issue 14, item 3).
+"""Geometry and precision keep every tensor on the model's device.
 
 This machine has no GPU, so the tests emulate one. :class:`EmulatedCuda` is a TorchFunctionMode:
 it sees every torch call made while it is active (inside transformers' forward passes too) and
@@ -14,7 +14,7 @@ test takes its CUDA branches. The mode refuses what CUDA refuses:
 * a CPU ``torch.Generator`` drawing straight onto the device.
 
 ``.cpu()`` brings a tensor back (a copy: the device tensor stays on the device);
-``torch.cuda.synchronize`` is replaced by a counter. Run against the code before issue 14, these
+``torch.cuda.synchronize`` is replaced by a counter. Run against the earlier code, these
 tests fail: the census multiplied CPU draws with the device's decoder matrix, and the precision
 tests added CPU perturbations to a memory on the device.
 """
@@ -197,7 +197,7 @@ def test_emulation_refuses_what_a_gpu_refuses(llama):
         out = llama(x).logits
         assert out.device == GPU and torch.equal(out.cpu(), plain) and out.cpu().device == CPU
         assert mode.matmuls["cuda"] > 0 and mode.matmuls["cpu"] == 0
-        # the census before issue 14: CPU draws against the decoder matrix on the device
+        # the census as it was: CPU draws against the decoder matrix on the device
         draws = torch.rand(10, 32, generator=torch.Generator().manual_seed(0))
         with pytest.raises(MixedDevices):
             draws @ W.T

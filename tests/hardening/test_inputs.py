@@ -13,7 +13,7 @@ import torch
 from accesslib import _checks, cli
 from accesslib.engine import targets as T
 
-HUGE = 1180591620717411303424          # 2**70: the seed of the issue
+HUGE = 1180591620717411303424          # 2**70: past every integer type a seed can take
 SEED_MSG = "seed must be a whole number in 0..18446744073709551615 (2**64 - 1); got "
 
 
