@@ -220,3 +220,35 @@ def test_an_m2_run_follows_its_m1_run_on_the_same_store(tmp_path):
                         f"--store {live}/smol-glove-9k.sqlite --out {live}/smol-glove-9k-m2-bundle")
     assert (live / "smol-glove-9k.sqlite").read_text() == "a committed snapshot"
     assert not (live / "smol-glove-9k-m2.sqlite").exists()
+
+
+def test_resume_starts_the_plans_chains_less_what_is_finished_or_running(tmp_path):
+    """resume reads the plan: a chain whose runs all finished here is left alone, a finished run
+    is dropped from its chain, a chain already running is not started twice; each run that ends
+    well is marked finished; an unknown name in the plan is refused."""
+    env = _fake_env(tmp_path, sleep=3)
+    plan = tmp_path / "plan"
+    plan.write_text("# a comment\n\ngemma-n50,smol-glove-9k\nsmol-tokens\nsmol-paper-tokens\n")
+    env["RUNS_PLAN"] = str(plan)
+    live = tmp_path / "live"
+    live.mkdir()
+    (live / ".done-gemma-n50").write_text("")
+    (live / ".done-smol-paper-tokens").write_text("")
+    r = subprocess.run(["bash", str(RUNS), "resume"], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    # gemma-n50 finished: its chain starts at smol-glove-9k
+    assert "started smol-glove-9k (pid" in r.stdout and "started smol-tokens (pid" in r.stdout
+    assert "smol-paper-tokens: finished" in r.stdout
+    _wait(lambda: len(_calls(tmp_path)) == 2)
+    again = subprocess.run(["bash", str(RUNS), "resume"], capture_output=True, text=True, env=env, timeout=60)
+    assert "gemma-n50,smol-glove-9k: running" in again.stdout and "smol-tokens: running" in again.stdout
+    _wait(lambda: not list(live.glob(".chain-*")), seconds=60)
+    calls = _calls(tmp_path)
+    assert len(calls) == 3 and sum(c.startswith("scripts/make_bundles.py --add-budget-ladder") for c in calls) == 1
+    assert (live / ".done-smol-glove-9k").exists() and (live / ".done-smol-tokens").exists()
+    done = subprocess.run(["bash", str(RUNS), "resume"], capture_output=True, text=True, env=env, timeout=60)
+    assert done.stdout.splitlines() == ["gemma-n50,smol-glove-9k: finished", "smol-tokens: finished",
+                                        "smol-paper-tokens: finished"]
+    plan.write_text("smol-tokens,nope\n")
+    bad = subprocess.run(["bash", str(RUNS), "resume"], capture_output=True, text=True, env=env, timeout=60)
+    assert bad.returncode == 2 and "unknown run 'nope'" in bad.stderr

@@ -14,6 +14,10 @@
 #                                                run so far: accesslib store ladder)
 #   bash benchmarks/runs/runs.sh stop            SIGTERM every run (each loses at most the last
 #                                                minute: unfinished strings are kept every minute)
+#   bash benchmarks/runs/runs.sh resume          start the chains of benchmarks/runs/plan that are
+#                                                not running, less the runs they have finished here
+#                                                (a fresh clone has finished none: those read their
+#                                                strings back from the snapshot, quickly)
 #
 # Runs (the commands are in docs/real-models.md and docs/gemma.md):
 #   gemma-n50     Gemma-3-270M, m = 1, [A]'s protocol and layout, glove100k, n = 6, 9, 12, 18, 24, 32 x 6
@@ -36,10 +40,12 @@
 # A run under [A]'s protocol that ends well is followed by its budget ladder (1000 and, for
 # SmolLM2, 3000 steps), read from its own strings: its bundle in scratch/runs/NAME-bundle/ has it.
 set -euo pipefail
+SELF="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"   # this file, wherever it was called from
 cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
 PY=${PY:-.venv/bin/python}
 LIVE=${RUNS_LIVE:-scratch/runs}              # the live stores, logs and bundles (not tracked)
 KEPT=${RUNS_KEPT:-benchmarks/runs/stores}    # their snapshots (tracked)
+PLAN=${RUNS_PLAN:-benchmarks/runs/plan}      # the chains `resume` starts (tracked)
 RUNS="gemma-n50 smol-tokens smol-paper-tokens smol-glove-9k smol-tokens-9k smol-glove-9k-m2 smol-tokens-9k-m2 gemma-9k"
 
 args() {   # the make_bundles.py arguments of each run
@@ -112,7 +118,7 @@ case "${1:-}" in
       # this file meanwhile cannot change what a running chain does next
       mkdir -p "$LIVE"
       copy=$(mktemp "$LIVE/.chain-XXXXXX.sh")
-      cp "$0" "$copy"
+      cp "$SELF" "$copy"
       nohup bash "$copy" chain "${names[@]}" >/dev/null 2>&1 &
       echo "started $chain (pid $!; logs $LIVE/NAME.log)"
     done;;
@@ -121,8 +127,23 @@ case "${1:-}" in
     args "$2" | tr -s ' \n' '\n' | sed '/^$/d';;
   chain)   # run from a copy (see start) in the repository root
     shift
-    trap 'rm -f "$0"' EXIT   # the copy goes however the chain ends (a run that fails ends it)
-    for name in "$@"; do run_one "$name"; done;;
+    trap 'rm -f "$SELF"' EXIT   # the copy goes however the chain ends (a run that fails ends it)
+    for name in "$@"; do run_one "$name"; touch "$LIVE/.done-$name"; done;;
+  resume)
+    mkdir -p "$LIVE"
+    grep -v '^[[:space:]]*\(#\|$\)' "$PLAN" | while read -r chain; do
+      IFS=, read -r -a names <<< "$chain"
+      todo=()
+      for name in "${names[@]}"; do
+        args "$name" >/dev/null                     # unknown names: refused
+        [ -f "$LIVE/.done-$name" ] || todo+=("$name")
+      done
+      if [ ${#todo[@]} -eq 0 ]; then echo "$chain: finished"; continue; fi
+      if pgrep -f "$LIVE/\.chain-[^ ]*\.sh chain( [^ ]+)* ${todo[0]}( |\$)" >/dev/null; then
+        echo "$chain: running"; continue
+      fi
+      bash "$SELF" start "$(IFS=,; echo "${todo[*]}")"
+    done;;
   snapshot)
     mkdir -p "$KEPT"
     for live in "$LIVE"/*.sqlite; do
@@ -144,5 +165,5 @@ case "${1:-}" in
   stop)   # the chains' shells first, so that no next run starts
     pkill -TERM -f "$LIVE/\.chain-.*\.sh chain" || true
     pkill -TERM -f "scripts/make_bundles.py .*--store $LIVE/" || true;;
-  *) sed -n "2,/^set -euo/{/^#/p}" "$0"; exit 2;;
+  *) sed -n "2,/^set -euo/{/^#/p}" "$SELF"; exit 2;;
 esac
