@@ -534,6 +534,11 @@ def _add_store(p: argparse.ArgumentParser):
                          "teacher-forced accuracy would have crammed (read from when each string's best "
                          "accuracy rose; a smaller patience than the run's: a failure under the run's own "
                          "cannot say what a larger one would have done)")
+    su.add_argument("--stalls", action="store_true",
+                    help="with --by-length: also the longest stall of each crammed string (the most steps "
+                         "between two rises of its best teacher-forced accuracy, or from the last rise to "
+                         "cramming), the largest and the median per length: near the patience, a larger "
+                         "patience would cram more")
     _add_store_filters(su)
     su.set_defaults(_store_run=_run_store_summary)
     la = sub.add_parser("ladder", help="n50 by smaller step budgets, read from a run (also one still going)",
@@ -651,6 +656,8 @@ def _protocol_names(store, hashes) -> dict:
 def _run_store_summary(args) -> int:
     import math
 
+    if args.stalls and not args.by_length:
+        raise ValueError("--stalls goes with --by-length (it adds a column to that table)")
     if args.patience is not None:
         if not args.by_length:
             raise ValueError("--patience goes with --by-length (it adds a column to that table)")
@@ -689,7 +696,7 @@ def _run_store_summary(args) -> int:
         print("n50 above: of the finished strings only, a biased sample while strings are still being crammed "
               "(the easy ones finish first); `accesslib store ladder --budget STEPS/PATIENCE` counts those too")
     if args.by_length:
-        _print_by_length(store, filters, args.patience)
+        _print_by_length(store, filters, args.patience, args.stalls)
     return 0
 
 
@@ -843,16 +850,32 @@ def _crammed_with_patience(rows, patience: int) -> str:
     return f"{k}" + (f" (+{unknown} unknown)" if unknown else "")
 
 
-def _print_by_length(store, filters, patience=None) -> None:
+def _longest_stalls(rows) -> str:
+    """The longest stall of each crammed string of ``rows`` (:func:`accesslib.results.bundles.longest_stall`):
+    "max / median" over them, "+k unknown" for strings kept without an accuracy history."""
+    import statistics
+
+    from accesslib.results.bundles import longest_stall
+
+    got = [longest_stall(r["accuracy_history"], int(r["steps"])) for r in rows
+           if r["success"] and r.get("accuracy_history")]
+    unknown = sum(1 for r in rows if r["success"]) - len(got)
+    text = "-" if not got else f"{max(got)} / {statistics.median(got):g}"
+    return text + (f" (+{unknown} unknown)" if unknown else "")
+
+
+def _print_by_length(store, filters, patience=None, stalls=False) -> None:
     """The finished strings per curve and length: how many crammed and at which steps, and how the
     others ended (patience, max_steps, non-finite loss) and at which steps. Under a patience rule
     this says whether the step budget or the patience ends the strings that fail. ``patience``:
-    also how many of the crammed a run with that (smaller) patience would have crammed."""
+    also how many of the crammed a run with that (smaller) patience would have crammed; ``stalls``:
+    also the longest stall of the crammed strings (max / median)."""
     groups: dict = {}
     for r in store.rows(**filters):
         key = (r["model"], r["source"], r["protocol_hash"], r["m"], r["n"])
         groups.setdefault(key, []).append(r)
-    extra = (f"crammed, patience {patience}",) if patience else ()
+    extra = ((f"crammed, patience {patience}",) if patience else ()) + (("longest stall, max / median",) if stalls
+                                                                      else ())
     table = [("model", "source", "protocol", "m", "n", "strings", "crammed", "steps") + extra
              + ("patience", "max_steps", "other", "steps (not crammed)")]
     for (model, source, ph, m, n), rs in sorted(groups.items()):
@@ -861,6 +884,7 @@ def _print_by_length(store, filters, patience=None) -> None:
         why = [r.get("reason") for r in failed]
         table.append((model, source, ph, str(m), str(n), str(len(rs)), str(len(ok)), _steps_range(ok))
                      + ((_crammed_with_patience(rs, patience),) if patience else ())
+                     + ((_longest_stalls(rs),) if stalls else ())
                      + (str(why.count("patience")), str(why.count("max_steps")),
                         str(len(why) - why.count("patience") - why.count("max_steps")),
                         _steps_range([int(r["steps"]) for r in failed if r.get("steps") is not None])))

@@ -389,7 +389,17 @@ def test_store_summary_by_length_with_a_smaller_patience(tmp_path, capsys):
                                    "1", "0", "0", "2000"]
     assert main(["store", "summary", "--by-length", "--patience", "1500", "--store", str(st.path)]) == 0
     assert capsys.readouterr().out.splitlines()[at + 2].split()[8:11] == ["3", "(+1", "unknown)"]
-    for bad, words in ((["--patience", "500"], "--patience goes with --by-length"),
+    # --stalls: the longest stall of each crammed string, max / median (1000, 1445 and 250 here)
+    assert main(["store", "summary", "--by-length", "--stalls", "--store", str(st.path)]) == 0
+    row = capsys.readouterr().out.splitlines()[at + 2].split()
+    assert row[8:13] == ["1445", "/", "1000", "(+1", "unknown)"]
+    from accesslib.results.bundles import longest_stall, patience_stop
+    for hist, steps in (([[0, 0.1], [1000, 0.5]], 1506), ([[0, 0.1], [1445, 0.9]], 1952), ([[0, 0.2], [250, 0.9]], 300)):
+        for patience in (250, 500, 507, 1000, 1500):   # crammed under a patience iff no stall exceeds it
+            assert (longest_stall(hist, steps) <= patience) is (patience_stop(hist, patience) >= steps)
+    assert longest_stall([], 40) is None and longest_stall([[0, 0.5]], 40) == 40
+    for bad, words in ((["--stalls"], "--stalls goes with --by-length"),
+                       (["--patience", "500"], "--patience goes with --by-length"),
                        (["--by-length", "--patience", "0"], "--patience must be a number of steps >= 1; got 0")):
         assert main(["store", "summary", *bad, "--store", str(st.path)]) == 2
         assert words in capsys.readouterr().err

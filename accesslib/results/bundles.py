@@ -140,6 +140,18 @@ def patience_stop(history, patience: int) -> int | None:
     return steps[-1] + patience
 
 
+def longest_stall(history, steps: int) -> int | None:
+    """The most steps a string went without a rise of its best teacher-forced accuracy: between two
+    rises of ``history`` (``StringResult.accuracy_history``, [step, accuracy] pairs), or from the
+    last rise to ``steps`` (where it crammed, or stopped). A string whose longest stall reaches a
+    run's patience is one that patience would have stopped (:func:`patience_stop`). None for an
+    empty history (nothing known)."""
+    if not history:
+        return None
+    marks = [int(s) for s, _ in history] + [int(steps)]
+    return max(b - a for a, b in zip(marks, marks[1:]))
+
+
 def single_point(bundle):
     """(m, n50, stderr) when the bundle measured one m only (no slope to fit, e.g. Gemma-3-270M
     at m = 1): the bound's own prediction there is n* = C·m, set against that n50 (n*/n50) in

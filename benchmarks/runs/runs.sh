@@ -10,6 +10,7 @@
 #   bash benchmarks/runs/runs.sh snapshot        back up every live store (then commit them)
 #   bash benchmarks/runs/runs.sh status          finished strings per run, and what is running (the
 #                                                *-9k runs: also how many crammed with patience 500,
+#                                                the longest stalls of the crammed strings,
 #                                                and n50 at 1000 / 500 and 3000 / 500 read from the
 #                                                run so far: accesslib store ladder)
 #   bash benchmarks/runs/runs.sh stop            SIGTERM every run (each loses at most the last
@@ -157,7 +158,7 @@ case "${1:-}" in
       state=stopped; pgrep -f "store $live" >/dev/null && state=running
       echo "== $name ($state)"
       extra=""   # the 9000 / 1500 runs: how many of their crammed strings [A]'s patience 500 keeps
-      case "$name" in *-9k) extra="--patience 500";; esac
+      case "$name" in *-9k) extra="--patience 500 --stalls";; esac
       # shellcheck disable=SC2086
       "$PY" -m accesslib store summary --by-length $extra --store "$live"
       case "$name" in *-9k) "$PY" -m accesslib store ladder --budget 1000/500 3000/500 --store "$live";; esac
