@@ -511,8 +511,9 @@ def _add_store_filters(p: argparse.ArgumentParser):
 
 def _add_store(p: argparse.ArgumentParser):
     p.description = ("Get results out of the results store (one row per crammed string): export it "
-                     "as CSV or Parquet, print its curves with their n50, copy another store's rows in, or "
-                     "back it up while a run writes to it.")
+                     "as CSV or Parquet, print its curves with their n50, read n50 at smaller step budgets from a "
+                     "run (also one still going), copy another store's rows in, or back it up while a "
+                     "run writes to it.")
     sub = p.add_subparsers(dest="store_command", required=True, parser_class=_Parser, metavar="ACTION")
     ex = sub.add_parser("export", help="write the rows (without memory vectors) as CSV or Parquet",
                         description="Write one row per string (model, m, n, source, seed, protocol hash, "
