@@ -737,7 +737,10 @@ def _ladder_comparisons(rungs) -> list[str]:
             out.append(f"{pair} cannot tell (no n50 located on one side)")
         else:
             size = "" if shift is None else f" ({'at least ' if bound else ''}{shift:+.1f} combined stderr)"
-            out.append(f"{pair} {'moved' if moved else 'did not move'}{size}")
+            same = a["patience"] == b["patience"] and a["patience"] < b["max_steps"]
+            out.append(f"{pair} {'moved' if moved else 'did not move'}{size}"
+                       + (f", at the same patience ({a['patience']:,}): the patience was not checked"
+                          if same and not moved else ""))
     return out
 
 
@@ -769,8 +772,8 @@ def _run_store_ladder(args) -> int:
     store = _open_store(args.store)
     got = live_ladder(store, budgets, **_store_filters(args))
     curves = got["curves"]
-    for k, what in ((got["unclaimed"], "kept strings whose settings match no curve's (none of their curve has "
-                                        "finished yet, or another run kept them)"),
+    for k, what in ((got["unclaimed"], "kept strings that name no curve of the store (none of their curve has "
+                                        "finished yet)"),
                     (got["unreadable"], "kept states that could not be read (damaged, or written by another program)")):
         if k:
             print(f"{what}: {k}, counted in no rung")
@@ -782,12 +785,13 @@ def _run_store_ladder(args) -> int:
     for c in curves:
         kept = (f", {c['kept']} still being crammed (steps {c['kept_steps'][0]}-{c['kept_steps'][1]})"
                 if c["kept"] else "")
-        print(f"{c['model']}, m = {c['m']}, {c['source']}, protocol {c['protocol_hash']} ({c['max_steps']:,} steps, "
-              f"patience {c['patience']:,}): {_plural(c['finished'], 'string')} finished{kept}")
-        if c["ambiguous"]:
-            print(f"  {c['ambiguous']} kept strings match several curves' settings and are counted in none")
-        for why in c["refused"]:
+        budget = "" if c["max_steps"] is None else f" ({c['max_steps']:,} steps, patience {c['patience']:,})"
+        print(f"{c['model']}, m = {c['m']}, {c['source']}, protocol {c['protocol_hash']}{budget}: "
+              f"{_plural(c['finished'], 'string')} finished{kept}")
+        for why in dict.fromkeys(c["refused"]):
             print(f"  not read: {why}")
+        if not c["rungs"]:
+            continue
         lengths = c["rungs"][0]["lengths"]
         table = [("budget",) + tuple(f"n={n}" for n in lengths) + ("n50",)]
         notes = []

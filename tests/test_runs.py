@@ -252,3 +252,27 @@ def test_resume_starts_the_plans_chains_less_what_is_finished_or_running(tmp_pat
     plan.write_text("smol-tokens,nope\n")
     bad = subprocess.run(["bash", str(RUNS), "resume"], capture_output=True, text=True, env=env, timeout=60)
     assert bad.returncode == 2 and "unknown run 'nope'" in bad.stderr
+
+
+def test_resume_queues_the_rest_of_a_chain_behind_a_run_already_going(tmp_path):
+    """A plan chain whose first run is going in another chain: resume starts the rest of it, which
+    waits (@NAME) until that chain has ended, so no two runs of a core overlap."""
+    fake = tmp_path / "python"
+    fake.write_text('#!/bin/bash\necho "start $*" >> "$FAKE_LOG"\nsleep "${FAKE_SLEEP:-0}"\necho "end $*" >> "$FAKE_LOG"\n')
+    fake.chmod(0o755)
+    log = tmp_path / "calls.log"
+    env = dict(os.environ, PY=str(fake), FAKE_LOG=str(log), FAKE_SLEEP="3", RUNS_POLL="0.2",
+               RUNS_LIVE=str(tmp_path / "live"), RUNS_KEPT=str(tmp_path / "kept"), RUNS_PLAN=str(tmp_path / "plan"))
+    (tmp_path / "plan").write_text("smol-tokens,gemma-n50\n")
+    subprocess.run(["bash", str(RUNS), "start", "smol-tokens"], env=env, timeout=60, capture_output=True)
+    _wait(lambda: log.exists() and log.read_text().startswith("start"))
+    r = subprocess.run(["bash", str(RUNS), "resume"], capture_output=True, text=True, env=env, timeout=60)
+    assert "smol-tokens,gemma-n50: running up to smol-tokens; the rest waits for it" in r.stdout
+    assert "started @smol-tokens,gemma-n50 (pid" in r.stdout
+    _wait(lambda: not list((tmp_path / "live").glob(".chain-*")), seconds=60)
+    lines = [line.split(" scripts/make_bundles.py ")[0] + " " + ("gemma" if "gemma" in line else "smol")
+             for line in log.read_text().splitlines()]
+    # the tokens run ends before Gemma's starts; Gemma's ladder follows its run
+    assert lines == ["start smol", "end smol", "start gemma", "end gemma", "start gemma", "end gemma"]
+    again = subprocess.run(["bash", str(RUNS), "resume"], capture_output=True, text=True, env=env, timeout=60)
+    assert again.stdout.splitlines() == ["smol-tokens,gemma-n50: finished"]

@@ -1119,7 +1119,8 @@ def kept_states(store) -> dict:
     """The strings a cram kept mid-way in ``store``, read from their kept states (needs no model):
     ``{"states": [...], "unreadable": k}``, one dict per readable state with ``key``, ``m``, ``n``
     (target length), ``step`` (steps done), ``best_loss``, ``best_accuracy`` (None where the run
-    did not track it), ``accuracy_history`` ([step, best accuracy] at each rise; None where not kept) and ``settings``
+    did not track it), ``ids`` (the target), ``accuracy_history`` ([step, best accuracy] at each rise;
+    None where not kept or unreadable) and ``settings``
     (the fingerprint the state must share to be resumed: max_steps, patience, patience_on, seed,
     lr, ...); ``unreadable`` counts states that could not be read (damaged or foreign: counted,
     never guessed at)."""
@@ -1130,13 +1131,17 @@ def kept_states(store) -> dict:
         try:
             kept = torch.load(io.BytesIO(store.load_inflight(row["key"])), weights_only=True)
             acc = float(kept.get("best_acc", -1.0))
-            states.append(dict(key=row["key"], m=int(kept["m"]), n=len(kept["ids"]), step=int(kept["step"]),
-                               best_loss=float(kept["best"]), best_accuracy=acc if acc >= 0 else None,
-                               accuracy_history=(None if kept.get("acc_history") is None else
-                                                 [[int(a), float(b)] for a, b in kept["acc_history"]]),
-                               settings=dict(kept.get("fingerprint") or {})))
+            state = dict(key=row["key"], m=int(kept["m"]), ids=[int(t) for t in kept["ids"]], n=len(kept["ids"]),
+                         step=int(kept["step"]), best_loss=float(kept["best"]),
+                         best_accuracy=acc if acc >= 0 else None, settings=dict(kept.get("fingerprint") or {}))
         except Exception:
             unreadable += 1
+            continue
+        try:     # a history that cannot be read is "not kept", the state itself still counts
+            state["accuracy_history"] = [[int(a), float(b)] for a, b in kept["acc_history"]]
+        except Exception:
+            state["accuracy_history"] = None
+        states.append(state)
     return dict(states=states, unreadable=unreadable)
 
 

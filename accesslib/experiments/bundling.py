@@ -22,7 +22,7 @@ from accesslib.results.bundles import (
     patience_stop,
     slope_record,
 )
-from accesslib.results.store import ResultsStore
+from accesslib.results.store import ResultsStore, inflight_key, target_hash
 
 
 def crammed_memory(lm, n: int, *, source: str = "tokens", seed: int = 0, tries: int = 4,
@@ -219,19 +219,19 @@ def rungs_moved(a: dict, b: dict):
 
 
 def open_rung_moved(a: dict, b: dict):
-    """(moved, shift) from a decided rung ``a`` to a rung ``b`` with strings still open (its
-    ``n50_range``, :func:`open_n50_range`): moved True when every way the open strings can end
-    that locates n50 puts it above ``a``'s by more than their combined stderr, and no way puts it
-    below the grid; ``shift``: the least of those shifts in combined stderrs (ways past the
-    longest length count as above when that length already is). None (cannot tell yet) otherwise,
-    e.g. while some way of ending still meets ``a``. Ways that locate no n50 (a curve that does
-    not fall) are left out; the caller says how many (``n50_range["unlocated"]``)."""
-    rg = b.get("n50_range")
-    if not rg or a.get("n50") is None or not a.get("stderr") or rg["below"] or (rg["low"] is None and not rg["above"]):
+    """(moved, shift) from a decided rung ``a`` to a rung ``b`` with strings still open: moved True
+    when every way the open strings can end (:func:`open_n50_range`, fitted again against ``a``)
+    puts n50 above ``a``'s by more than their combined stderr (ways with n50 past the longest
+    length: by that length against ``a``'s stderr) and none puts it before the grid; ``shift``: the
+    least of those shifts, in combined stderrs. None (cannot tell yet) otherwise, e.g. while some way
+    of ending still meets ``a``, or past the limit on ways. Ways with no falling curve locate no
+    n50 and are left out; the caller says how many (``n50_range["unlocated"]``)."""
+    if a.get("n50") is None or not a.get("stderr") or not any(b.get("open") or []):
         return None, None
-    shifts = []
-    if rg["low"] is not None:
-        shifts.append((rg["low"] - a["n50"]) / math.hypot(a["stderr"], rg["low_stderr"] or 0.0))
+    rg = open_n50_range(b["lengths"], b["successes"], b["totals"], b["open"], against=(a["n50"], a["stderr"]))
+    if not rg or rg["below"] or (rg["low"] is None and not rg["above"]):
+        return None, None
+    shifts = [rg["least_shift"]] if rg["least_shift"] is not None else []
     if rg["above"]:
         shifts.append((max(b["lengths"]) - a["n50"]) / a["stderr"])
     least = min(shifts)
@@ -496,13 +496,16 @@ def finished_under(row: dict, max_steps: int, patience: int, patience0: int) -> 
 def kept_under(state: dict, max_steps: int, patience: int) -> bool | None:
     """A string still being crammed (a kept state, :func:`accesslib.engine.cramming.kept_states`)
     under a smaller budget of the same protocol: False where that budget would already have ended
-    it uncrammed (it has taken ``max_steps`` steps, or ``patience`` steps without a rise in
-    teacher-forced accuracy), None while it still could cram."""
-    if int(state["step"]) >= max_steps:
+    it uncrammed, None while it still could cram. A state kept at ``step`` s has been evaluated at
+    steps 0 .. s-1 (the engine evaluates, then updates, then counts the step): the budget's last
+    evaluation, at ``max_steps`` (or at the stop of its ``patience``, :func:`patience_stop`), can
+    still cram it, so that evaluation must lie before s."""
+    step = int(state["step"])
+    if step > max_steps:
         return False
     hist = state.get("accuracy_history")
     stop = patience_stop(hist, patience) if hist else None
-    return False if stop is not None and stop <= int(state["step"]) else None
+    return False if stop is not None and stop < step else None
 
 
 #: the most ways the open strings of a rung may end that :func:`open_n50_range` fits one by one
@@ -510,15 +513,18 @@ def kept_under(state: dict, max_steps: int, patience: int) -> bool | None:
 OPEN_WAYS_LIMIT = 5000
 
 
-def open_n50_range(lengths, successes, totals, open_, limit: int = OPEN_WAYS_LIMIT) -> dict | None:
+def open_n50_range(lengths, successes, totals, open_, limit: int = OPEN_WAYS_LIMIT, against=None) -> dict | None:
     """Where n50 can still end while ``open_`` strings per length may cram or fail: the curve
     fitted for every way they can end (each length's count from ``successes`` to ``successes +
     open``), or None when there are more than ``limit`` ways. Returns ``{ways, low, low_stderr,
     high, high_stderr, above, below, unlocated}``: the least and greatest n50 that a fit locates
     among the lengths (:func:`usable_n50`; None where none does) with their stderr, and how many
-    ways locate none: n50 past the longest length (``above``: every string crammed there), before
-    the shortest (``below``: none crammed there), or neither (``unlocated``: e.g. more crammed at
-    a longer length than at a shorter one, a curve that does not fall)."""
+    ways locate none: a falling curve whose 50% point lies past the longest length (``above``:
+    e.g. every string crammed there) or before the shortest (``below``), or no falling curve at
+    all (``unlocated``: e.g. more crammed at a longer length than at a shorter one).
+
+    ``against`` (n50, stderr) of another rung adds ``least_shift``: the least (n50 - its n50) /
+    combined stderr over the ways that locate n50 (None where none does)."""
     import itertools
 
     from accesslib.theory.stats import fit_n50
@@ -528,32 +534,34 @@ def open_n50_range(lengths, successes, totals, open_, limit: int = OPEN_WAYS_LIM
         return None
     lo = hi = None
     counts = dict(above=0, below=0, unlocated=0)
+    least = None
     for extra in itertools.product(*(range(int(o) + 1) for o in open_)):
         got = [int(a) + b for a, b in zip(successes, extra)]
         fit = fit_n50((list(lengths), got, list(totals)))
         n50, se = usable_n50(finite_or_none(fit.n50), finite_or_none(fit.stderr), finite_or_none(fit.k), fit.status,
                              lengths)
         if n50 is None:
+            falling = fit.status in ("ok", "separated") and finite_or_none(fit.k) is not None and fit.k < 0 \
+                and finite_or_none(fit.n50) is not None
             bound = n50_bounds(got, totals, lengths)
-            counts["above" if "n50_above" in bound else "below" if "n50_below" in bound else "unlocated"] += 1
+            if "n50_above" in bound or (falling and fit.n50 > max(lengths)):
+                counts["above"] += 1
+            elif "n50_below" in bound or (falling and fit.n50 < min(lengths)):
+                counts["below"] += 1
+            else:
+                counts["unlocated"] += 1
             continue
         lo = (n50, se) if lo is None or n50 < lo[0] else lo
         hi = (n50, se) if hi is None or n50 > hi[0] else hi
-    return dict(ways=ways, low=lo and lo[0], low_stderr=lo and lo[1], high=hi and hi[0], high_stderr=hi and hi[1],
-                **counts)
-
-
-def _kept_belongs(fingerprint: dict, settings: dict, seeds) -> bool:
-    """Whether a kept state (its resume fingerprint) was crammed under a curve's protocol
-    ``settings`` (as the store recorded them) with one of its ``seeds``."""
-    pairs = (("max_steps", "max_steps"), ("patience", "patience"), ("patience_on", "patience_on"), ("lr", "lr"),
-             ("first", "first_token_as_input"), ("schedule", "schedule"))
-    try:
-        return (int(fingerprint.get("seed", -1)) in seeds
-                and all(fingerprint.get(a) == settings.get(b) for a, b in pairs)
-                and [int(t) for t in fingerprint.get("prefix") or []] == [int(t) for t in settings.get("prefix_ids") or []])
-    except (TypeError, ValueError):
-        return False
+        if against is not None:
+            comb = math.hypot(against[1], se)
+            shift = (n50 - against[0]) / comb if comb > 0 else math.inf * (1 if n50 > against[0] else -1)
+            least = shift if least is None or shift < least else least
+    out = dict(ways=ways, low=lo and lo[0], low_stderr=lo and lo[1], high=hi and hi[0], high_stderr=hi and hi[1],
+               **counts)
+    if against is not None:
+        out["least_shift"] = least
+    return out
 
 
 def live_ladder(store, budgets, **filters) -> dict:
@@ -567,14 +575,18 @@ def live_ladder(store, budgets, **filters) -> dict:
     it ends. Exact where :func:`derived_rung` is (a protocol without a schedule; a smaller patience
     needs patience on accuracy), with the same one difference.
 
-    Returns ``{"curves": [...], "unclaimed": k, "unreadable": j}``: ``unclaimed`` kept states match
-    no curve's settings (e.g. a run whose first string has not finished: a curve is known from its
+    A kept state belongs to the curve whose key names it (:func:`accesslib.results.store.inflight_key`
+    of its model, m, target, source, seed and protocol); the states are read before the rows, and a
+    state whose string has a row by then counts as that row, so a string that finishes meanwhile
+    is counted once.
+
+    Returns ``{"curves": [...], "unclaimed": k, "unreadable": j}``: ``unclaimed`` kept states name
+    no curve of the store (e.g. a run whose first string has not finished: a curve is known from its
     finished strings), ``unreadable`` ones could not be read; one dict per curve: model, m, source,
-    protocol_hash, max_steps, patience (the run's),
-    finished, kept (strings of this curve still being crammed), kept_steps ((min, max) or None),
-    ambiguous (kept states that match several curves' settings: counted in none), refused (why a
-    budget cannot be read from this curve: larger than the run's, a schedule, patience on the loss;
-    ValueError when no curve can read any of ``budgets``) and rungs
+    protocol_hash, max_steps, patience (the run's; None without recorded settings), finished, kept
+    (strings of this curve still being crammed), kept_steps ((min, max) or None), refused (why a
+    budget cannot be read from this curve: larger than the run's, a schedule, patience on the loss,
+    no settings recorded; ValueError when no curve can read any of ``budgets``) and rungs
     (sorted by max_steps, each as :func:`measured_rung` gives it when every string is decided, with
     ``open`` per length: strings that may still cram; n50 and stderr None while any is open, and
     then ``if_all_fail`` and ``if_all_cram``: the rung if every open string failed, or crammed,
@@ -587,45 +599,54 @@ def live_ladder(store, budgets, **filters) -> dict:
     budgets = sorted({(int(b[0]), int(b[1])) for b in budgets})
     if any(a < 1 or b < 1 for a, b in budgets):
         raise ValueError(f"budgets must be (max_steps, patience) pairs of whole numbers >= 1; got {budgets}")
+    got = kept_states(store)            # before the rows: a string finishing meanwhile shows in both
     curves: dict[tuple, list[dict]] = {}
     for r in store.rows(**filters):
         curves.setdefault((r["model"], int(r["m"]), r["source"], r["protocol_hash"]), []).append(r)
-    got = kept_states(store)
-    states = got["states"]
-    settings_of = {key: store.settings(key[3]) or {} for key in curves}
-    claims: dict[str, list[tuple]] = {}
-    for key, rows in curves.items():
-        seeds = {int(r["seed"]) for r in rows}
-        for k in states:
-            if k["m"] == key[1] and _kept_belongs(k["settings"], settings_of[key], seeds):
-                claims.setdefault(k["key"], []).append(key)
+    finished = {inflight_key(r) for rows in curves.values() for r in rows}
+    states = {k["key"]: k for k in got["states"] if k["key"] not in finished}
+    claimed = set()
     out = []
     for key, rows in sorted(curves.items()):
         model, m, source, ph = key
-        settings = settings_of[key]
+        seeds = sorted({int(r["seed"]) for r in rows})
+        mine = []
+        for k in states.values():
+            if k["m"] != m or k["key"] in claimed:
+                continue
+            th = target_hash(k["ids"])
+            if any(inflight_key(dict(model=model, m=m, n=k["n"], source=source, target_hash=th, seed=sd,
+                                     protocol_hash=ph)) == k["key"] for sd in seeds):
+                mine.append(k)
+                claimed.add(k["key"])
+        settings = store.settings(ph) or {}
+        steps = [k["step"] for k in mine]
+        curve = dict(model=model, m=m, source=source, protocol_hash=ph, max_steps=None, patience=None,
+                     finished=len(rows), kept=len(mine), kept_steps=(min(steps), max(steps)) if steps else None,
+                     refused=[], rungs=[])
+        out.append(curve)
         if "max_steps" not in settings or "patience" not in settings:
-            raise ValueError(f"the store {store.path} has no protocol settings for {model}'s curve at m = {m} "
-                             f"({source}, protocol {ph}), so no budget can be read from it")
+            curve["refused"] = [f"the store {store.path} has no protocol settings for {model}'s curve at m = {m} "
+                                f"({source}, protocol {ph}), so no budget can be read from it"] * len(budgets)
+            continue
         steps0, patience0 = int(settings["max_steps"]), int(settings["patience"])
+        curve.update(max_steps=steps0, patience=patience0)
         where = f"{model}'s curve at m = {m} ({source}, protocol {ph}: {steps0} steps, patience {patience0})"
-        refused, readable = [], []
+        readable = []
         for a, b in budgets:
             if a > steps0 or b > patience0:
-                refused.append(f"a budget read from a run cannot exceed the run's own: {a} / {b} is larger than "
-                               f"{where}; measure it (make_bundles.py --ladder)")
+                curve["refused"].append(f"a budget read from a run cannot exceed the run's own: {a} / {b} is larger "
+                                        f"than {where}; measure it (make_bundles.py --ladder)")
             elif (a, b) != (steps0, patience0) and settings.get("schedule") is not None:
-                refused.append(f"{a} steps cannot be read from {where}: its learning-rate schedule "
-                               f"({settings['schedule']!r}) stretches with max_steps, so a shorter run is not a "
-                               "prefix of it")
+                curve["refused"].append(f"{a} steps cannot be read from {where}: its learning-rate schedule "
+                                        f"({settings['schedule']!r}) stretches with max_steps, so a shorter run is "
+                                        "not a prefix of it")
             elif b < patience0 and settings.get("patience_on") != "accuracy":
-                refused.append(f"patience {b} is read from accuracy histories, which needs patience on "
-                               f"teacher-forced accuracy; {where} watched {settings.get('patience_on')!r}")
+                curve["refused"].append(f"patience {b} is read from accuracy histories, which needs patience on "
+                                        f"teacher-forced accuracy; {where} watched {settings.get('patience_on')!r}")
             else:
                 readable.append((a, b))
-        mine = [k for k in states if claims.get(k["key"]) == [key]]
-        ambiguous = sum(1 for k in states if key in claims.get(k["key"], []) and len(claims[k["key"]]) > 1)
         lengths = sorted({int(r["n"]) for r in rows} | {k["n"] for k in mine})
-        rungs = []
         for a, b in sorted(set(readable) | {(steps0, patience0)}):
             successes, totals, open_, unknown = [], [], [], 0
             for n in lengths:
@@ -646,15 +667,11 @@ def live_ladder(store, budgets, **filters) -> dict:
             else:
                 rung = measured_rung(a, b, lengths, successes, totals)
             rung.update(open=open_, unknown=unknown, own=(a, b) == (steps0, patience0))
-            rungs.append(rung)
-        steps = [k["step"] for k in mine]
-        out.append(dict(model=model, m=m, source=source, protocol_hash=ph, max_steps=steps0, patience=patience0,
-                        finished=len(rows), kept=len(mine), kept_steps=(min(steps), max(steps)) if steps else None,
-                        ambiguous=ambiguous, rungs=rungs, refused=refused))
+            curve["rungs"].append(rung)
     if budgets and out and all(len(c["refused"]) == len(budgets) for c in out):
         raise ValueError(out[0]["refused"][0] + ("" if len(out) == 1 else
                                                  f" (and no other of the store's {len(out)} curves can be read either)"))
-    return dict(curves=out, unclaimed=sum(1 for k in states if k["key"] not in claims), unreadable=got["unreadable"])
+    return dict(curves=out, unclaimed=len(states) - len(claimed), unreadable=got["unreadable"])
 
 
 def _derivable(settings: dict, max_steps: int, patience: int) -> bool:

@@ -36,7 +36,7 @@ from accesslib._checks import (
     fail_short,
 )
 from accesslib.engine.cramming import RUN_ONLY, SCHEDULES, protocol_settings
-from accesslib.results.store import ResultsStore, protocol_hash, target_hash
+from accesslib.results.store import ResultsStore, inflight_key, protocol_hash, target_hash
 from accesslib.theory.stats import N50Fit, fit_n50
 
 __all__ = ["SEARCHES", "AccessibilityCurve", "accessibility_curve", "accessibility_curves", "search_paper", "search_bisect",
@@ -548,8 +548,7 @@ def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 
 
             for n, i, tids, key, target_text in todo:
                 engine.submit(tids, m, tag=_Tag(done_fn(n, i, tids, key, target_text)),
-                              key=None if store is None else
-                              hashlib.sha256(repr(sorted(key.items())).encode()).hexdigest())
+                              key=None if store is None else inflight_key(key))
             while not pending.event.wait(0.05):
                 if finished.is_set():
                     break

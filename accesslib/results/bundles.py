@@ -143,9 +143,9 @@ def patience_stop(history, patience: int) -> int | None:
 def longest_stall(history, steps: int) -> int | None:
     """The most steps a string went without a rise of its best teacher-forced accuracy: between two
     rises of ``history`` (``StringResult.accuracy_history``, [step, accuracy] pairs), or from the
-    last rise to ``steps`` (where it crammed, or stopped). A string whose longest stall reaches a
-    run's patience is one that patience would have stopped (:func:`patience_stop`). None for an
-    empty history (nothing known)."""
+    last rise to ``steps`` (where it crammed, or stopped). A string whose longest stall exceeds a
+    run's patience is one that patience would have stopped (:func:`patience_stop`: a string crams
+    under a patience exactly when none of its stalls exceeds it). None for an empty history."""
     if not history:
         return None
     marks = [int(s) for s, _ in history] + [int(steps)]
@@ -316,8 +316,12 @@ def ladder_text(bundle: dict) -> str:
     if lad.get("converged_at") is not None:
         at = lad["converged_at"]
         r = next(r for r in rungs if r["max_steps"] == at)
+        other = next((o for o in rungs if o["max_steps"] == r["compared_with"]), {})
+        same = (r.get("patience") is not None and r.get("patience") == other.get("patience")
+                and int(r["patience"]) < int(r["compared_with"]))     # a patience that can end strings first
         text += (f" It settles at {at:,} steps: {r['compared_with']:,} steps move it by less than its "
-                 "standard error.")
+                 "standard error" + (f", at the same patience ({int(r['patience']):,}), which was not checked."
+                                     if same else "."))
     elif lad.get("still_moving"):
         last = [r for r in rungs if r.get("compared_with") is not None][-1]
         text += (f" Still moving from {last['max_steps']:,} to {last['compared_with']:,} steps: no budget "

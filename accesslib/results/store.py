@@ -55,7 +55,7 @@ import numpy as np
 from accesslib import config
 from accesslib._checks import check_choice, check_float, fail
 
-__all__ = ["ResultsStore", "StoreError", "KEY_COLUMNS", "EXPORT_COLUMNS", "protocol_hash", "target_hash", "default_path",
+__all__ = ["ResultsStore", "StoreError", "KEY_COLUMNS", "EXPORT_COLUMNS", "protocol_hash", "target_hash", "inflight_key", "default_path",
            "migrate_store", "backup_store", "STORE_NAME"]
 
 SCHEMA_VERSION = 1
@@ -258,6 +258,17 @@ def target_hash(ids: Iterable[int]) -> str:
     if not text:
         fail("target ids", "a non-empty list of token ids", [])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def inflight_key(key: Mapping[str, Any]) -> str:
+    """The name under which a string still being crammed keeps its state (:meth:`ResultsStore.save_inflight`):
+    SHA-256 of its key (the :data:`KEY_COLUMNS`, as a row of the store has them), so that a kept
+    state names the very string it belongs to."""
+    missing = [c for c in KEY_COLUMNS if key.get(c) is None]
+    if missing:
+        fail("key", f"a mapping of every key column ({', '.join(KEY_COLUMNS)}); missing {missing}", dict(key))
+    canon = {c: (int(key[c]) if c in ("m", "n", "seed") else str(key[c])) for c in KEY_COLUMNS}
+    return hashlib.sha256(repr(sorted(canon.items())).encode()).hexdigest()
 
 
 # --- where the store lives ---------------------------------------------------------------------

@@ -18,7 +18,9 @@
 #   bash benchmarks/runs/runs.sh resume          start the chains of benchmarks/runs/plan that are
 #                                                not running, less the runs they have finished here
 #                                                (a fresh clone has finished none: those read their
-#                                                strings back from the snapshot, quickly)
+#                                                strings back from the snapshot, quickly); where a
+#                                                run of a chain is going in another chain, the rest
+#                                                of it waits for that chain (@NAME)
 #
 # Runs (the commands are in docs/real-models.md and docs/gemma.md):
 #   gemma-n50     Gemma-3-270M, m = 1, [A]'s protocol and layout, glove100k, n = 6, 9, 12, 18, 24, 32 x 6
@@ -94,7 +96,7 @@ run_one() {   # one run in the foreground, resumed from its committed snapshot o
   mkdir -p "$LIVE"
   # a run on this store is going (this one, or the m = 1 run of an *-m2 run): wait for it, then
   # run this one, which reads the finished strings back from the store (quick)
-  while pgrep -f "store $LIVE/$store.sqlite" >/dev/null; do sleep 60; done
+  while pgrep -f "store $LIVE/$store.sqlite" >/dev/null; do sleep "${RUNS_POLL:-60}"; done
   if [ ! -f "$LIVE/$store.sqlite" ] && [ -f "$KEPT/$store.sqlite" ]; then
     cp "$KEPT/$store.sqlite" "$LIVE/$store.sqlite"
     echo "$name: resuming from the committed snapshot" >> "$LIVE/$name.log"
@@ -114,7 +116,7 @@ case "${1:-}" in
     shift
     for chain in "$@"; do
       IFS=, read -r -a names <<< "$chain"
-      for name in "${names[@]}"; do args "$name" >/dev/null; done   # unknown names: refused first
+      for name in "${names[@]}"; do args "${name#@}" >/dev/null; done   # unknown names: refused first
       # bash reads a script as it runs it: the chain runs a copy, so editing or checking out
       # this file meanwhile cannot change what a running chain does next
       mkdir -p "$LIVE"
@@ -129,7 +131,13 @@ case "${1:-}" in
   chain)   # run from a copy (see start) in the repository root
     shift
     trap 'rm -f "$SELF"' EXIT   # the copy goes however the chain ends (a run that fails ends it)
-    for name in "$@"; do run_one "$name"; touch "$LIVE/.done-$name"; done;;
+    for name in "$@"; do
+      if [ "${name#@}" != "$name" ]; then   # @NAME: wait until no chain has NAME to do
+        while pgrep -f "$LIVE/\.chain-[^ ]*\.sh chain( [^ ]+)* ${name#@}( |\$)" >/dev/null; do sleep "${RUNS_POLL:-60}"; done
+        continue
+      fi
+      run_one "$name"; touch "$LIVE/.done-$name"
+    done;;
   resume)
     mkdir -p "$LIVE"
     grep -v '^[[:space:]]*\(#\|$\)' "$PLAN" | while read -r chain; do
@@ -140,10 +148,17 @@ case "${1:-}" in
         [ -f "$LIVE/.done-$name" ] || todo+=("$name")
       done
       if [ ${#todo[@]} -eq 0 ]; then echo "$chain: finished"; continue; fi
-      if pgrep -f "$LIVE/\.chain-[^ ]*\.sh chain( [^ ]+)* ${todo[0]}( |\$)" >/dev/null; then
-        echo "$chain: running"; continue
+      last=-1   # the last run of the chain that a running chain (of this plan or not) will get to
+      for i in "${!todo[@]}"; do
+        if pgrep -f "$LIVE/\.chain-[^ ]*\.sh chain( [^ ]+)* ${todo[$i]}( |\$)" >/dev/null; then last=$i; fi
+      done
+      rest=("${todo[@]:$((last + 1))}")
+      if [ ${#rest[@]} -eq 0 ]; then echo "$chain: running"; continue; fi
+      if [ "$last" -ge 0 ]; then   # the rest waits (@NAME) until no chain has that run to do
+        echo "$chain: running up to ${todo[$last]}; the rest waits for it"
+        rest=("@${todo[$last]}" "${rest[@]}")
       fi
-      bash "$SELF" start "$(IFS=,; echo "${todo[*]}")"
+      bash "$SELF" start "$(IFS=,; echo "${rest[*]}")"
     done;;
   snapshot)
     mkdir -p "$KEPT"
