@@ -502,6 +502,8 @@ def test_a_read_rung_is_named_in_words_and_in_the_table(tmp_path, load_script):
     assert bundles.ladder_text(b).startswith(
         "n50 at m = 1 by step budget: 1,000 steps 14.0 ± 1.0 (read from the 3,000-step run), 3,000 steps "
         "14.3 ± 1.0 (shipped). It settles at 1,000 steps")
+    assert bundles.ladder_text(b).endswith("3,000 steps move it by less than its standard error, at the same "
+                                           "patience (500), which was not checked.")
     label, text = bundles.budget_status(b)
     # both rungs have patience 500: the steps were checked, the patience was not, so not converged
     assert label == "inconclusive" and "(m = 1: 14.0 with 1000 steps, 14.3 with 3000)" in text
