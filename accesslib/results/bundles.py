@@ -266,7 +266,8 @@ def open_range_text(rung: dict) -> str:
     if rg["above"]:
         parts.append(f"> {max(lengths)}")
     k = sum(rung.get("open") or [])
-    text = (" or ".join(parts) or "not located") + f" however the {k} open string{'s' if k != 1 else ''} end"
+    text = (" or ".join(parts) or "not located") + (f" however the {k} open strings end" if k != 1 else
+                                                     " however the open string ends")
     if rg["unlocated"]:
         text += f" ({rg['unlocated']} of the {rg['ways']} ways: no falling curve)"
     return text

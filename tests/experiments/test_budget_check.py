@@ -691,7 +691,7 @@ def test_the_range_of_n50_over_every_way_the_open_strings_can_end():
     one = bundling.open_n50_range([4, 8], [3, 0], [4, 4], [0, 1])      # 3/4 then 0/4 or 1/4: located twice
     assert one["ways"] == 2 and one["above"] == one["below"] == one["unlocated"] == 0 and "least_shift" not in one
     assert bundles.open_range_text(dict(lengths=[4, 8], open=[0, 1], n50_range=one)).endswith(
-        "however the 1 open string end")
+        "however the open string ends")
 
 
 def test_a_rung_with_open_strings_has_moved_once_every_way_it_can_end_has():
