@@ -715,6 +715,7 @@ def _ladder_comparisons(rungs) -> list[str]:
     """Each rung against the first with 3x its steps (:data:`bundling.LADDER_FACTOR`): moved or not,
     in combined standard errors, also where the larger one still has strings open."""
     from accesslib.experiments.bundling import LADDER_FACTOR, open_rung_moved, rungs_moved
+    from accesslib.results.bundles import binding_shared_patience
 
     out = []
     for i, a in enumerate(rungs):
@@ -737,10 +738,10 @@ def _ladder_comparisons(rungs) -> list[str]:
             out.append(f"{pair} cannot tell (no n50 located on one side)")
         else:
             size = "" if shift is None else f" ({'at least ' if bound else ''}{shift:+.1f} combined stderr)"
-            same = a["patience"] == b["patience"] and a["patience"] < b["max_steps"]
+            same = binding_shared_patience(a, b)
             out.append(f"{pair} {'moved' if moved else 'did not move'}{size}"
-                       + (f", at the same patience ({a['patience']:,}): the patience was not checked"
-                          if same and not moved else ""))
+                       + (f", at the same patience ({same:,}): the patience was not checked"
+                          if same is not None and not moved else ""))
     return out
 
 
@@ -761,6 +762,7 @@ def _rung_n50(rung) -> str:
 
 def _run_store_ladder(args) -> int:
     from accesslib.experiments.bundling import live_ladder
+    from accesslib.plots.cramming import rung_label
     from accesslib.results.bundles import open_range_text
 
     budgets = _parse_budgets(args.budget)
@@ -807,8 +809,7 @@ def _run_store_ladder(args) -> int:
             else:
                 n50 = _rung_n50(r)
             table.append((label,) + cells + (n50,))
-            labels.setdefault(id(c), []).append(f"{r['max_steps']:,} steps, patience {r['patience']:,}"
-                                                + (" (the run)" if r["own"] else "") + f": n50 {n50}")
+            labels.setdefault(id(c), []).append(f"{rung_label(r)}: n50 {n50}")
         _print_table(table, right=set(range(1, len(lengths) + 1)), indent="  ")
         if any(any(r["open"]) for r in c["rungs"]):
             notes.append("+k?: strings still being crammed that may cram within that budget")

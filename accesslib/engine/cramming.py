@@ -1119,11 +1119,9 @@ def kept_states(store) -> dict:
     """The strings a cram kept mid-way in ``store``, read from their kept states (needs no model):
     ``{"states": [...], "unreadable": k}``, one dict per readable state with ``key``, ``m``, ``n``
     (target length), ``step`` (steps done), ``best_loss``, ``best_accuracy`` (None where the run
-    did not track it), ``ids`` (the target), ``accuracy_history`` ([step, best accuracy] at each rise;
-    None where not kept or unreadable) and ``settings``
-    (the fingerprint the state must share to be resumed: max_steps, patience, patience_on, seed,
-    lr, ...); ``unreadable`` counts states that could not be read (damaged or foreign: counted,
-    never guessed at)."""
+    did not track it), ``ids`` (the target) and ``accuracy_history`` ([step, best accuracy] at each
+    rise; None where not kept or unreadable); ``unreadable`` counts states that could not be read
+    (damaged or foreign: counted, never guessed at)."""
     if not all(callable(getattr(store, name, None)) for name in ("inflight", "load_inflight")):
         fail_short("store", "a results store (inflight, load_inflight)", store)
     states, unreadable = [], 0
@@ -1133,7 +1131,7 @@ def kept_states(store) -> dict:
             acc = float(kept.get("best_acc", -1.0))
             state = dict(key=row["key"], m=int(kept["m"]), ids=[int(t) for t in kept["ids"]], n=len(kept["ids"]),
                          step=int(kept["step"]), best_loss=float(kept["best"]),
-                         best_accuracy=acc if acc >= 0 else None, settings=dict(kept.get("fingerprint") or {}))
+                         best_accuracy=acc if acc >= 0 else None)
         except Exception:
             unreadable += 1
             continue

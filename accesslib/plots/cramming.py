@@ -118,6 +118,11 @@ def update_accessibility(art, curves):
 # ---------------------------------------------------------------------------------------------
 # a budget ladder read from a run: the curve as each step budget would have measured it
 # ---------------------------------------------------------------------------------------------
+def rung_label(rung) -> str:
+    """A ladder rung's budget in a legend: "9,000 steps, patience 1,500 (the run)"."""
+    return f"{rung['max_steps']:,} steps, patience {rung['patience']:,}" + (" (the run)" if rung.get("own") else "")
+
+
 def plot_ladder(ax, curve, labels=None):
     """One curve of :func:`accesslib.experiments.bundling.live_ladder` on ``ax``: per step budget
     (light to dark: more steps) the fraction crammed at each length, markers with binomial error
@@ -126,8 +131,7 @@ def plot_ladder(ax, curve, labels=None):
     ``labels``: one legend entry per rung (default: its budget; the command line adds its n50)."""
     rungs = curve["rungs"]
     if labels is None:
-        labels = [f"{r['max_steps']:,} steps, patience {r['patience']:,}" + (" (the run)" if r.get("own") else "")
-                  for r in rungs]
+        labels = [rung_label(r) for r in rungs]
     k = len(rungs)
     spread = 0.012 * (max(curve["rungs"][0]["lengths"]) - min(curve["rungs"][0]["lengths"]) + 1)
     for i, r in enumerate(rungs):

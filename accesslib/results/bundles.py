@@ -224,9 +224,7 @@ def budget_status(bundle: dict) -> tuple[str, str]:
         ratio = other["max_steps"] / ship["max_steps"]
         rows.append((int(lad["m"]), ship.get("n50"), other.get("n50"), ship.get("moved"), ship["max_steps"],
                      other["max_steps"], int(ratio) if ratio == int(ratio) else round(ratio, 2)))
-        if (ship.get("patience") is not None and ship.get("patience") == other.get("patience")
-                and int(ship["patience"]) < int(other["max_steps"])):   # a patience that can end a string first
-            same_patience = int(ship["patience"])
+        same_patience = binding_shared_patience(ship, other)
     ladder = ladder_text(bundle)
     if ladder:
         label, text = _budget_status(rows, same_patience)
@@ -304,6 +302,16 @@ def rung_source(rung: dict) -> str:
     return f" (read from the {rung['derived_from']:,}-step run{f', patience {p0:,}' if p0 else ''})"
 
 
+def binding_shared_patience(a: dict, b: dict) -> int | None:
+    """The patience two ladder rungs ``a`` and ``b`` (the larger) share, where it can end a string
+    before ``b``'s steps do: then comparing them checks the steps only, not the patience. None
+    otherwise (different patiences, or one no shorter than the steps)."""
+    p = a.get("patience")
+    if p is None or p != b.get("patience") or int(p) >= int(b["max_steps"]):
+        return None
+    return int(p)
+
+
 def ladder_text(bundle: dict) -> str:
     """A bundle's budget ladder (:func:`accesslib.experiments.bundling.budget_ladder`) in a
     sentence: n50 at its m by step budget and where it stops moving; "" without a ladder."""
@@ -318,11 +326,10 @@ def ladder_text(bundle: dict) -> str:
         at = lad["converged_at"]
         r = next(r for r in rungs if r["max_steps"] == at)
         other = next((o for o in rungs if o["max_steps"] == r["compared_with"]), {})
-        same = (r.get("patience") is not None and r.get("patience") == other.get("patience")
-                and int(r["patience"]) < int(r["compared_with"]))     # a patience that can end strings first
+        same = binding_shared_patience(r, other)
         text += (f" It settles at {at:,} steps: {r['compared_with']:,} steps move it by less than its "
-                 "standard error" + (f", at the same patience ({int(r['patience']):,}), which was not checked."
-                                     if same else "."))
+                 "standard error" + (f", at the same patience ({same:,}), which was not checked."
+                                     if same is not None else "."))
     elif lad.get("still_moving"):
         last = [r for r in rungs if r.get("compared_with") is not None][-1]
         text += (f" Still moving from {last['max_steps']:,} to {last['compared_with']:,} steps: no budget "

@@ -260,13 +260,18 @@ def target_hash(ids: Iterable[int]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def _require_key(key: Mapping[str, Any]) -> None:
+    """Refuse, in words, a key that lacks one of the :data:`KEY_COLUMNS`."""
+    missing = [c for c in KEY_COLUMNS if key.get(c) is None]
+    if missing:
+        fail("key", f"a mapping of every key column ({', '.join(KEY_COLUMNS)}); missing {missing}", dict(key))
+
+
 def inflight_key(key: Mapping[str, Any]) -> str:
     """The name under which a string still being crammed keeps its state (:meth:`ResultsStore.save_inflight`):
     SHA-256 of its key (the :data:`KEY_COLUMNS`, as a row of the store has them), so that a kept
     state names the very string it belongs to."""
-    missing = [c for c in KEY_COLUMNS if key.get(c) is None]
-    if missing:
-        fail("key", f"a mapping of every key column ({', '.join(KEY_COLUMNS)}); missing {missing}", dict(key))
+    _require_key(key)
     canon = {c: (int(key[c]) if c in ("m", "n", "seed") else str(key[c])) for c in KEY_COLUMNS}
     return hashlib.sha256(repr(sorted(canon.items())).encode()).hexdigest()
 
@@ -797,10 +802,7 @@ class ResultsStore:
 
     def has(self, key: Mapping[str, Any]) -> bool:
         """Whether the string with this key (the 7 key columns) is stored."""
-        missing = [c for c in KEY_COLUMNS if key.get(c) is None]
-        if missing:
-            fail("key", f"a mapping of every key column ({', '.join(KEY_COLUMNS)}); missing {missing}",
-                 dict(key))
+        _require_key(key)
         where, args = self._where({c: key[c] for c in KEY_COLUMNS})
         return bool(self._query(f"SELECT 1 FROM strings{where} LIMIT 1", args))
 

@@ -74,6 +74,10 @@ args() {   # the make_bundles.py arguments of each run
   esac
 }
 
+chain_has() {   # whether a chain running from the live folder has run $1 still to do (or doing)
+  pgrep -f "$LIVE/\.chain-[^ ]*\.sh chain( [^ ]+)* $1( |\$)" >/dev/null
+}
+
 store_of() {   # the store a run writes to: its own, or (the *-m2 runs) that of its m = 1 run
   case "$1" in
     *-m2) echo "${1%-m2}";;
@@ -133,7 +137,7 @@ case "${1:-}" in
     trap 'rm -f "$SELF"' EXIT   # the copy goes however the chain ends (a run that fails ends it)
     for name in "$@"; do
       if [ "${name#@}" != "$name" ]; then   # @NAME: wait until no chain has NAME to do
-        while pgrep -f "$LIVE/\.chain-[^ ]*\.sh chain( [^ ]+)* ${name#@}( |\$)" >/dev/null; do sleep "${RUNS_POLL:-60}"; done
+        while chain_has "${name#@}"; do sleep "${RUNS_POLL:-60}"; done
         continue
       fi
       run_one "$name"; touch "$LIVE/.done-$name"
@@ -150,7 +154,7 @@ case "${1:-}" in
       if [ ${#todo[@]} -eq 0 ]; then echo "$chain: finished"; continue; fi
       last=-1   # the last run of the chain that a running chain (of this plan or not) will get to
       for i in "${!todo[@]}"; do
-        if pgrep -f "$LIVE/\.chain-[^ ]*\.sh chain( [^ ]+)* ${todo[$i]}( |\$)" >/dev/null; then last=$i; fi
+        if chain_has "${todo[$i]}"; then last=$i; fi
       done
       rest=("${todo[@]:$((last + 1))}")
       if [ ${#rest[@]} -eq 0 ]; then echo "$chain: running"; continue; fi

@@ -615,7 +615,7 @@ def test_a_live_ladder_reads_smaller_budgets_from_a_run_still_going(tmp_path, ca
     import torch
     st = ResultsStore(store)
     assert st.inflight() == []
-    foreign = dict(fingerprint=dict(kept[0]["settings"], max_steps=999), ids=[1, 2, 3], m=1, best=1.0, best_acc=0.5,
+    foreign = dict(fingerprint=dict(max_steps=999), ids=[1, 2, 3], m=1, best=1.0, best_acc=0.5,
                    step=5, acc_history=[[0, 0.1]])
     buf = io.BytesIO()
     torch.save(foreign, buf)
@@ -623,7 +623,7 @@ def test_a_live_ladder_reads_smaller_budgets_from_a_run_still_going(tmp_path, ca
     from accesslib.results.store import inflight_key
     row = st.rows(protocol_hash=live["protocol_hash"])[0]
     stale = io.BytesIO()
-    torch.save(dict(foreign, fingerprint=kept[0]["settings"], ids=row["target_ids"]), stale)
+    torch.save(dict(foreign, ids=row["target_ids"]), stale)
     st.save_inflight({inflight_key(row): (stale.getvalue(), 5)})
     again = {c["protocol_hash"]: c for c in bundling.live_ladder(store, [(40, 20)])["curves"]}[live["protocol_hash"]]
     assert again["kept"] == 0 and sum(again["rungs"][-1]["totals"]) == 24
