@@ -750,14 +750,11 @@ def _plural(k: int, word: str) -> str:
 
 
 def _rung_n50(rung) -> str:
-    """A rung's n50 in words: "20.1 +- 1.8", "> 46 (all crammed at 46)", "< 6", or "-"."""
-    if rung.get("n50") is not None:
-        return f"{rung['n50']:.1f} +- {rung['stderr']:.1f}"
-    if rung.get("n50_above") is not None:
-        return f"> {rung['n50_above']}"
-    if rung.get("n50_below") is not None:
-        return f"< {rung['n50_below']}"
-    return "-"
+    """A rung's n50 as :func:`accesslib.results.bundles.rung_n50_text` words it, with the CLI's
+    ASCII "+-": "20.1 +- 1.8", "> 46 (all crammed at 46)", "< 6 (none crammed at 6)"."""
+    from accesslib.results.bundles import rung_n50_text
+
+    return rung_n50_text(rung).replace(" ± ", " +- ")
 
 
 def _run_store_ladder(args) -> int:
@@ -774,15 +771,16 @@ def _run_store_ladder(args) -> int:
     store = _open_store(args.store)
     got = live_ladder(store, budgets, **_store_filters(args))
     curves = got["curves"]
-    for k, what in ((got["unclaimed"], "kept strings that name no curve of the store (none of their curve has "
-                                        "finished yet)"),
+    for k, what in ((got["unclaimed"], "kept strings that name no run of the store (none of their run's strings "
+                                        "has finished yet)"),
                     (got["unreadable"], "kept states that could not be read (damaged, or written by another program)")):
         if k:
             print(f"{what}: {k}, counted in no rung")
     labels: dict = {}
     if not curves:
-        print(f"store {store.path}: no finished string" + (" matches the filters" if _store_filters(args) else "")
-              + " (a rung is read from a curve's strings once one has finished)")
+        print(f"store {store.path}: no string finished or kept" + (" matches the filters" if _store_filters(args)
+                                                                   else "")
+              + " (a rung is read from a run once one of its strings has finished)")
         return 0
     for c in curves:
         kept = (f", {c['kept']} still being crammed (steps {c['kept_steps'][0]}-{c['kept_steps'][1]})"

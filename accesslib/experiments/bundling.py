@@ -220,7 +220,8 @@ def rungs_moved(a: dict, b: dict):
 
 def open_rung_moved(a: dict, b: dict):
     """(moved, shift) from a decided rung ``a`` to a rung ``b`` with strings still open: moved True
-    when every way the open strings can end (:func:`open_n50_range`, fitted again against ``a``)
+    when every way the open strings can end (``b``'s ``n50_range``, :func:`open_n50_range`; fitted
+    here where ``b`` has none)
     puts n50 above ``a``'s by more than their combined stderr (ways with n50 past the longest
     length: by that length against ``a``'s stderr) and none puts it before the grid; ``shift``: the
     least of those shifts, in combined stderrs. None (cannot tell yet) otherwise, e.g. while some way
@@ -228,10 +229,12 @@ def open_rung_moved(a: dict, b: dict):
     n50 and are left out; the caller says how many (``n50_range["unlocated"]``)."""
     if a.get("n50") is None or not a.get("stderr") or not any(b.get("open") or []):
         return None, None
-    rg = open_n50_range(b["lengths"], b["successes"], b["totals"], b["open"], against=(a["n50"], a["stderr"]))
+    rg = b.get("n50_range") if "located" in (b.get("n50_range") or {}) else \
+        open_n50_range(b["lengths"], b["successes"], b["totals"], b["open"])
     if not rg or rg["below"] or (rg["low"] is None and not rg["above"]):
         return None, None
-    shifts = [rg["least_shift"]] if rg["least_shift"] is not None else []
+    least = least_shift(rg["located"], (a["n50"], a["stderr"]))
+    shifts = [least] if least is not None else []
     if rg["above"]:
         shifts.append((max(b["lengths"]) - a["n50"]) / a["stderr"])
     least = min(shifts)
@@ -523,8 +526,9 @@ def open_n50_range(lengths, successes, totals, open_, limit: int = OPEN_WAYS_LIM
     e.g. every string crammed there) or before the shortest (``below``), or no falling curve at
     all (``unlocated``: e.g. more crammed at a longer length than at a shorter one).
 
-    ``against`` (n50, stderr) of another rung adds ``least_shift``: the least (n50 - its n50) /
-    combined stderr over the ways that locate n50 (None where none does)."""
+    ``located`` lists (n50, stderr) of every way that locates n50, so that a comparison reads them
+    without fitting again (:func:`open_rung_moved`). ``against`` (n50, stderr) of another rung adds
+    ``least_shift`` (:func:`least_shift`)."""
     import itertools
 
     from accesslib.theory.stats import fit_n50
@@ -532,9 +536,8 @@ def open_n50_range(lengths, successes, totals, open_, limit: int = OPEN_WAYS_LIM
     ways = math.prod(int(o) + 1 for o in open_)
     if ways > limit:
         return None
-    lo = hi = None
+    located = []
     counts = dict(above=0, below=0, unlocated=0)
-    least = None
     for extra in itertools.product(*(range(int(o) + 1) for o in open_)):
         got = [int(a) + b for a, b in zip(successes, extra)]
         fit = fit_n50((list(lengths), got, list(totals)))
@@ -551,17 +554,24 @@ def open_n50_range(lengths, successes, totals, open_, limit: int = OPEN_WAYS_LIM
             else:
                 counts["unlocated"] += 1
             continue
-        lo = (n50, se) if lo is None or n50 < lo[0] else lo
-        hi = (n50, se) if hi is None or n50 > hi[0] else hi
-        if against is not None:
-            comb = math.hypot(against[1], se)
-            shift = (n50 - against[0]) / comb if comb > 0 else math.inf * (1 if n50 > against[0] else -1)
-            least = shift if least is None or shift < least else least
+        located.append((n50, se))
+    lo = min(located, key=lambda f: f[0], default=None)
+    hi = max(located, key=lambda f: f[0], default=None)
     out = dict(ways=ways, low=lo and lo[0], low_stderr=lo and lo[1], high=hi and hi[0], high_stderr=hi and hi[1],
-               **counts)
+               located=located, **counts)
     if against is not None:
-        out["least_shift"] = least
+        out["least_shift"] = least_shift(located, against)
     return out
+
+
+def least_shift(located, against):
+    """The least (n50 - ``against``'s n50) / combined stderr over ``located`` (n50, stderr) pairs
+    (the ways of :func:`open_n50_range`), or None where there are none."""
+    shifts = []
+    for n50, se in located:
+        comb = math.hypot(against[1], se)
+        shifts.append((n50 - against[0]) / comb if comb > 0 else math.inf * (1 if n50 > against[0] else -1))
+    return min(shifts, default=None)
 
 
 def live_ladder(store, budgets, **filters) -> dict:
@@ -580,9 +590,13 @@ def live_ladder(store, budgets, **filters) -> dict:
     state whose string has a row by then counts as that row, so a string that finishes meanwhile
     is counted once.
 
+    A curve none of whose strings has finished yet is named by its kept states, as long as the
+    store knows its run (model, source, protocol and seed from strings at another m: a run's m = 2
+    after its m = 1).
+
     Returns ``{"curves": [...], "unclaimed": k, "unreadable": j}``: ``unclaimed`` kept states name
-    no curve of the store (e.g. a run whose first string has not finished: a curve is known from its
-    finished strings), ``unreadable`` ones could not be read; one dict per curve: model, m, source,
+    no run the store knows (e.g. a run none of whose strings has finished), ``unreadable`` ones
+    could not be read; one dict per curve: model, m, source,
     protocol_hash, max_steps, patience (the run's; None without recorded settings), finished, kept
     (strings of this curve still being crammed), kept_steps ((min, max) or None), refused (why a
     budget cannot be read from this curve: larger than the run's, a schedule, patience on the loss,
@@ -600,25 +614,31 @@ def live_ladder(store, budgets, **filters) -> dict:
     if any(a < 1 or b < 1 for a, b in budgets):
         raise ValueError(f"budgets must be (max_steps, patience) pairs of whole numbers >= 1; got {budgets}")
     got = kept_states(store)            # before the rows: a string finishing meanwhile shows in both
+    every = store.rows()
+    finished = {inflight_key(r) for r in every}
+    states = [k for k in got["states"] if k["key"] not in finished]
     curves: dict[tuple, list[dict]] = {}
-    for r in store.rows(**filters):
+    for r in store.rows(**filters) if filters else every:
         curves.setdefault((r["model"], int(r["m"]), r["source"], r["protocol_hash"]), []).append(r)
-    finished = {inflight_key(r) for rows in curves.values() for r in rows}
-    states = {k["key"]: k for k in got["states"] if k["key"] not in finished}
-    claimed = set()
+    # the runs the store knows (model, source, protocol, seed), at any m: a kept state names its
+    # curve also before any string of that curve has finished (a run's m = 2 after its m = 1)
+    known = sorted({(r["model"], r["source"], r["protocol_hash"], int(r["seed"])) for r in every})
+    by_curve: dict[tuple, list[dict]] = {}
+    for k in states:
+        th = target_hash(k["ids"])
+        for model, source, ph, sd in known:
+            if inflight_key(dict(model=model, m=k["m"], n=k["n"], source=source, target_hash=th, seed=sd,
+                                 protocol_hash=ph)) == k["key"]:
+                by_curve.setdefault((model, k["m"], source, ph), []).append(k)
+                break
+    claimed = sum(len(v) for v in by_curve.values())
+    for key in set(by_curve) - set(curves):
+        if _kept_curve_passes(key, filters):
+            curves[key] = []
     out = []
     for key, rows in sorted(curves.items()):
         model, m, source, ph = key
-        seeds = sorted({int(r["seed"]) for r in rows})
-        mine = []
-        for k in states.values():
-            if k["m"] != m or k["key"] in claimed:
-                continue
-            th = target_hash(k["ids"])
-            if any(inflight_key(dict(model=model, m=m, n=k["n"], source=source, target_hash=th, seed=sd,
-                                     protocol_hash=ph)) == k["key"] for sd in seeds):
-                mine.append(k)
-                claimed.add(k["key"])
+        mine = by_curve.get(key, [])
         settings = store.settings(ph) or {}
         steps = [k["step"] for k in mine]
         curve = dict(model=model, m=m, source=source, protocol_hash=ph, max_steps=None, patience=None,
@@ -671,7 +691,20 @@ def live_ladder(store, budgets, **filters) -> dict:
     if budgets and out and all(len(c["refused"]) == len(budgets) for c in out):
         raise ValueError(out[0]["refused"][0] + ("" if len(out) == 1 else
                                                  f" (and no other of the store's {len(out)} curves can be read either)"))
-    return dict(curves=out, unclaimed=len(states) - len(claimed), unreadable=got["unreadable"])
+    return dict(curves=out, unclaimed=len(states) - claimed, unreadable=got["unreadable"])
+
+
+def _kept_curve_passes(key: tuple, filters: dict) -> bool:
+    """Whether a curve known only from kept states (model, m, source, protocol_hash) passes the
+    row ``filters`` of :func:`live_ladder`; filters on other columns leave it out (they cannot be
+    checked without rows)."""
+    values = dict(zip(("model", "m", "source", "protocol_hash"), key))
+    for column, want in filters.items():
+        if column not in values:
+            return False
+        if not (values[column] in want if isinstance(want, (list, tuple, set)) else values[column] == want):
+            return False
+    return True
 
 
 def _derivable(settings: dict, max_steps: int, patience: int) -> bool:

@@ -633,8 +633,8 @@ def test_a_live_ladder_reads_smaller_budgets_from_a_run_still_going(tmp_path, ca
     assert (got["unclaimed"], got["unreadable"]) == (1, 1) and all(c["kept"] == 0 for c in got["curves"])
     assert main(["store", "ladder", "--budget", "40/20", "--store", str(store)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[:2] == ["kept strings that name no curve of the store (none of their curve has finished yet): 1, "
-                       "counted in no rung",
+    assert out[:2] == ["kept strings that name no run of the store (none of their run's strings has finished yet): "
+                       "1, counted in no rung",
                        "kept states that could not be read (damaged, or written by another program): 1, counted in "
                        "no rung"]
     # what cannot be read is refused, in words
@@ -643,6 +643,51 @@ def test_a_live_ladder_reads_smaller_budgets_from_a_run_still_going(tmp_path, ca
                           ("0/5", "--budget must be STEPS/PATIENCE pairs")):
         assert main(["store", "ladder", "--budget", budget, "--store", str(store)]) == 2
         assert words in capsys.readouterr().err
+
+
+def test_a_live_ladder_names_a_curve_none_of_whose_strings_has_finished(tmp_path, capsys):
+    """A run's m = 2 strings, all still being crammed after its m = 1 curve finished: the kept
+    states name their curve (the run is known from its m = 1 strings), so the ladder shows it with
+    every string open under the run's budget and failed under a budget they have passed."""
+    import threading
+
+    from accesslib.cli import main
+    from accesslib.experiments.curves import accessibility_curves
+    from accesslib.models.loading import load_model
+
+    lm = load_model(embedded.DEFAULT)
+    kw = dict(samples=3, source="natural", seed=0, search="grid", protocol="paper", max_steps=60, patience=30)
+    store = tmp_path / "run.sqlite"
+    accessibility_curves(lm, [1], {1: [3, 5]}, store=store, **kw)
+    stop = threading.Event()
+
+    def on_step(info):
+        if info.step >= 5:
+            stop.set()
+
+    assert accessibility_curves(lm, [2], {2: [14, 18]}, store=store, stop=stop, on_step=on_step, **kw)[0].interrupted
+    assert ResultsStore(store).count(m=2) == 0 and len(ResultsStore(store).inflight()) == 6
+    got = bundling.live_ladder(store, [(4, 2)])
+    assert got["unclaimed"] == 0
+    one, two = got["curves"]
+    assert (one["m"], one["finished"], one["kept"]) == (1, 6, 0)
+    assert (two["m"], two["finished"], two["kept"], two["source"]) == (2, 0, 6, "natural")
+    assert two["protocol_hash"] == one["protocol_hash"] and (two["max_steps"], two["patience"]) == (60, 30)
+    early, own = two["rungs"]
+    assert (early["lengths"], early["successes"], early["totals"], early["open"]) == ([14, 18], [0, 0], [3, 3], [0, 0])
+    assert early["n50_below"] == 14
+    assert own["open"] == [3, 3] and own["n50"] is None and own["own"]
+    # filters: m = 2 keeps only it, m = 1 leaves it out, a column a kept state cannot show leaves it out
+    assert [c["m"] for c in bundling.live_ladder(store, [(4, 2)], m=2)["curves"]] == [2]
+    assert [c["m"] for c in bundling.live_ladder(store, [(4, 2)], m=1)["curves"]] == [1]
+    assert [c["m"] for c in bundling.live_ladder(store, [(4, 2)], n=3)["curves"]] == [1]
+    assert main(["store", "ladder", "--budget", "4/2", "--m", "2", "--store", str(store)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    lo, hi = two["kept_steps"]
+    assert 4 < lo <= hi and out[0].endswith(f"(60 steps, patience 30): 0 strings finished, 6 still being crammed "
+                                            f"(steps {lo}-{hi})")
+    assert out[2].split()[:5] == ["4", "/", "2", "0/3", "0/3"] and out[2].endswith("< 14 (none crammed at 14)")
+    assert out[3].split()[:7] == ["60", "/", "30", "(the", "run's)", "0/3", "+3?"]
 
 
 def test_a_kept_string_fails_a_budget_once_past_its_steps_or_its_patience():
