@@ -758,7 +758,7 @@ def _rung_n50(rung) -> str:
 
 
 def _run_store_ladder(args) -> int:
-    from accesslib.experiments.bundling import live_ladder
+    from accesslib.experiments.bundling import ladder_slopes, live_ladder
     from accesslib.plots.cramming import rung_label
     from accesslib.results.bundles import open_range_text
 
@@ -814,6 +814,18 @@ def _run_store_ladder(args) -> int:
         notes += _ladder_comparisons(c["rungs"])
         for note in notes:
             print(f"  {note}")
+    for run in ladder_slopes(curves):
+        print(f"slope n50 = a*m + b over m = {', '.join(map(str, run['ms']))}: {run['model']}, {run['source']}, "
+              f"protocol {run['protocol_hash']}")
+        for e in run["budgets"]:
+            budget = f"  {e['max_steps']:,} / {e['patience']:,}:"
+            if e["slope"] is None:
+                print(f"{budget} not yet ({e['why']})")
+                continue
+            se = "" if e["slope_stderr"] is None else f" +- {e['slope_stderr']:.1f}"
+            r2 = "" if e["r2"] is None else f", R^2 {e['r2']:.3f}"
+            print(f"{budget} a = {e['slope']:.2f}{se} tokens per vector, b = {e['intercept']:.1f}{r2} "
+                  f"(n50 {', '.join(f'{v:.1f}' for v in e['n50'])})")
     if plot:
         _plot_ladders(curves, plot, labels)
         print(f"plot: {plot}")

@@ -694,6 +694,46 @@ def live_ladder(store, budgets, **filters) -> dict:
     return dict(curves=out, unclaimed=len(states) - claimed, unreadable=got["unreadable"])
 
 
+def ladder_slopes(curves) -> list[dict]:
+    """The slope n50 = a*m + b at each step budget, from :func:`live_ladder` curves of one run
+    (model, source, protocol) at two or more m: one dict per run with model, source,
+    protocol_hash, ms, and ``budgets``: per (max_steps, patience) read at every m, ``slope``,
+    ``intercept``, ``slope_stderr`` (:func:`accesslib.theory.stats.propagated_slope_stderr`: from
+    the n50 stderrs; ``fit_slope``'s own is undefined with two m), ``r2`` (None with two m), or
+    ``slope`` None and ``why``: the m whose rung still has strings open, or has no n50 located."""
+    from accesslib.theory.stats import fit_slope, propagated_slope_stderr
+
+    runs: dict[tuple, list[dict]] = {}
+    for c in curves:
+        if c["rungs"]:
+            runs.setdefault((c["model"], c["source"], c["protocol_hash"]), []).append(c)
+    out = []
+    for (model, source, ph), group in sorted(runs.items()):
+        group = sorted(group, key=lambda c: c["m"])
+        if len(group) < 2:
+            continue
+        shared = set.intersection(*({(r["max_steps"], r["patience"]) for r in c["rungs"]} for c in group))
+        budgets = []
+        for a, b in sorted(shared):
+            rungs = [next(r for r in c["rungs"] if (r["max_steps"], r["patience"]) == (a, b)) for c in group]
+            ms = [c["m"] for c in group]
+            entry = dict(max_steps=a, patience=b, ms=ms, n50=[r["n50"] for r in rungs], slope=None, why=None)
+            whys = [(what, [m for m, r in zip(ms, rungs) if test(r)]) for what, test in (
+                ("strings still open", lambda r: any(r["open"])),
+                ("crammed strings without an accuracy history", lambda r: r["unknown"] and not any(r["open"])),
+                ("no n50 located", lambda r: r["n50"] is None and not any(r["open"]) and not r["unknown"]))]
+            whys = [f"{what} at m = {', '.join(map(str, at))}" for what, at in whys if at]
+            if whys:
+                entry["why"] = "; ".join(whys)
+            else:
+                fit = fit_slope(ms, [r["n50"] for r in rungs])
+                entry.update(slope=fit.slope, intercept=fit.intercept, r2=finite_or_none(fit.r2) if len(ms) > 2 else None,
+                             slope_stderr=finite_or_none(propagated_slope_stderr(ms, [r["stderr"] for r in rungs])))
+            budgets.append(entry)
+        out.append(dict(model=model, source=source, protocol_hash=ph, ms=[c["m"] for c in group], budgets=budgets))
+    return out
+
+
 def _kept_curve_passes(key: tuple, filters: dict) -> bool:
     """Whether a curve known only from kept states (model, m, source, protocol_hash) passes the
     row ``filters`` of :func:`live_ladder`; filters on other columns leave it out (they cannot be

@@ -274,6 +274,23 @@ def fit_slope(ms: Sequence[float], n50s: Sequence[float], stderrs: Sequence[floa
 
 
 
+def propagated_slope_stderr(ms: Sequence[float], stderrs: Sequence[float]) -> float:
+    """The stderr of the slope a of n50 = a*m + b that the points' own n50 stderrs give (weights
+    1/stderr^2, no scaling by the residuals): with two points it is sqrt(se1^2 + se2^2) / |m2 - m1|,
+    where :func:`fit_slope`'s residual stderr has no degrees of freedom left. nan without two
+    distinct m with a finite, positive stderr."""
+    m = np.asarray(ms, dtype=float).ravel()
+    se = np.asarray(stderrs, dtype=float).ravel()
+    if m.shape != se.shape:
+        raise ValueError(f"ms and stderrs must have the same length, got {m.size} and {se.size}")
+    keep = np.isfinite(m) & np.isfinite(se) & (se > 0)
+    m, se = m[keep], se[keep]
+    if np.unique(m).size < 2:
+        return float("nan")
+    X = np.column_stack([m, np.ones_like(m)])
+    return float(np.sqrt(np.linalg.inv(X.T @ (X / se[:, None] ** 2))[0, 0]))
+
+
 def threshold_quantiles(rel, q=(0.1, 0.5, 0.9)):
     """Quantiles of effective-eps thresholds, each one an observed threshold (inf where the
     output did not change up to t_max)."""

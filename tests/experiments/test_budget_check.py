@@ -16,6 +16,7 @@ from accesslib.experiments.curves import protocol_hash_for  # noqa: E402
 from accesslib.models import embedded  # noqa: E402
 from accesslib.results import bundles  # noqa: E402
 from accesslib.results.store import ResultsStore  # noqa: E402
+from accesslib.theory import stats  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = str(ROOT / "scripts" / "make_bundles.py")
@@ -659,13 +660,16 @@ def test_a_live_ladder_names_a_curve_none_of_whose_strings_has_finished(tmp_path
     kw = dict(samples=3, source="natural", seed=0, search="grid", protocol="paper", max_steps=60, patience=30)
     store = tmp_path / "run.sqlite"
     accessibility_curves(lm, [1], {1: [3, 5]}, store=store, **kw)
-    stop = threading.Event()
+    stop, full = threading.Event(), []
 
-    def on_step(info):
-        if info.step >= 5:
+    def on_step(info):      # strings join the batch as they are submitted: stop 6 steps after the last joined
+        if len(info.active) == 6:
+            full.append(info.step)
+        if full and info.step >= full[0] + 6:
             stop.set()
 
-    assert accessibility_curves(lm, [2], {2: [14, 18]}, store=store, stop=stop, on_step=on_step, **kw)[0].interrupted
+    assert accessibility_curves(lm, [2], {2: [14, 18]}, store=store, stop=stop, on_step=on_step, batch_size=6,
+                                **kw)[0].interrupted
     assert ResultsStore(store).count(m=2) == 0 and len(ResultsStore(store).inflight()) == 6
     got = bundling.live_ladder(store, [(4, 2)])
     assert got["unclaimed"] == 0
@@ -688,6 +692,44 @@ def test_a_live_ladder_names_a_curve_none_of_whose_strings_has_finished(tmp_path
                                             f"(steps {lo}-{hi})")
     assert out[2].split()[:5] == ["4", "/", "2", "0/3", "0/3"] and out[2].endswith("< 14 (none crammed at 14)")
     assert out[3].split()[:7] == ["60", "/", "30", "(the", "run's)", "0/3", "+3?"]
+    # both m of the run: the slope per budget says why it cannot be read yet
+    assert main(["store", "ladder", "--budget", "4/2", "--store", str(store)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-3] == f"slope n50 = a*m + b over m = 1, 2: {one['model']}, natural, protocol {one['protocol_hash']}"
+    assert out[-2].startswith("  4 / 2: not yet (") and "no n50 located at m = " in out[-2]
+    assert out[-1].startswith("  60 / 30: not yet (strings still open at m = 2")
+
+
+def test_ladder_slopes_fit_each_budget_read_at_every_m():
+    """n50 = a*m + b per budget of one run; a budget with strings open (or no n50) at some m says
+    which m, and a run at one m, or another run, is not mixed in."""
+    def rung(a, b, n50, se, open_=0, above=None):
+        r = dict(max_steps=a, patience=b, n50=n50, stderr=se, open=[open_, 0], unknown=0)
+        return r if above is None else dict(r, n50_above=above)
+
+    def curve(m, rungs, source="glove100k"):
+        return dict(model="x", m=m, source=source, protocol_hash="p", rungs=rungs)
+
+    curves = [curve(1, [rung(1000, 500, 18.7, 1.7), rung(3000, 500, 20.1, 1.8), rung(9000, 1500, 30.7, 2.2)]),
+              curve(2, [rung(1000, 500, 40.0, 3.0), rung(3000, 500, None, None, open_=2),
+                        rung(9000, 1500, None, None, above=82)]),
+              curve(3, [rung(1000, 500, 58.0, 4.0)]),
+              curve(1, [rung(1000, 500, 9.0, 1.0)], source="tokens")]
+    (run,) = bundling.ladder_slopes(curves)
+    assert (run["source"], run["ms"]) == ("glove100k", [1, 2, 3])
+    (only,) = run["budgets"]                     # the one budget read at every m
+    fit = stats.fit_slope([1, 2, 3], [18.7, 40.0, 58.0])
+    assert (only["max_steps"], only["patience"]) == (1000, 500)
+    assert only["slope"] == pytest.approx(fit.slope) and only["intercept"] == pytest.approx(fit.intercept)
+    assert only["r2"] == pytest.approx(fit.r2)
+    assert only["slope_stderr"] == pytest.approx(stats.propagated_slope_stderr([1, 2, 3], [1.7, 3.0, 4.0]))
+    two = bundling.ladder_slopes(curves[:2])[0]["budgets"]
+    assert two[0]["slope"] == pytest.approx(40.0 - 18.7) and two[0]["r2"] is None
+    assert two[0]["slope_stderr"] == pytest.approx(math.hypot(1.7, 3.0))
+    assert (two[1]["slope"], two[1]["why"]) == (None, "strings still open at m = 2")
+    assert (two[2]["slope"], two[2]["why"]) == (None, "no n50 located at m = 2")
+    assert stats.propagated_slope_stderr([1, 3], [2.0, 2.0]) == pytest.approx(math.hypot(2, 2) / 2)
+    assert math.isnan(stats.propagated_slope_stderr([1, 1], [2.0, 2.0]))
 
 
 def test_a_kept_string_fails_a_budget_once_past_its_steps_or_its_patience():
