@@ -56,7 +56,7 @@ def main(argv=None) -> int:
                   f"m = 1, {args.steps} steps after {args.warmup} of warm-up, {args.threads} thread(s)")
         s = step_seconds(lm, targets, args.steps, args.warmup, autocast_dtype)
         base = base or s
-        print(f"  {label:18s} {s:7.3f} s per step   {base / s:4.2f}x float32's speed")
+        print(f"  {label:18s} {s:8.4f} s per step   {base / s:4.2f}x float32's speed")
     return 0
 
 
