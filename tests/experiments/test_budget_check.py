@@ -732,6 +732,42 @@ def test_ladder_slopes_fit_each_budget_read_at_every_m():
     assert math.isnan(stats.propagated_slope_stderr([1, 1], [2.0, 2.0]))
 
 
+def test_a_smaller_patience_read_from_a_real_run_is_the_run_with_that_patience():
+    """SmolLM2-135M, the same 42 random-token strings crammed twice under [A]'s protocol (the
+    committed snapshots of two long runs): once with patience 500 (`smol-paper-tokens`), once with
+    patience 1500 (`smol-tokens-9k`, still going when a snapshot was taken). Read from the second
+    run's accuracy histories, patience 500 (with 3000 steps) crams exactly the strings the first
+    run crammed, at the same steps, and stops every other one at the step where it stopped."""
+    from accesslib.engine.cramming import kept_states
+    from accesslib.results.bundles import patience_stop
+    from accesslib.results.store import target_hash
+
+    stores = Path(__file__).resolve().parents[2] / "benchmarks" / "runs" / "stores"
+    five = {r["target_hash"]: r for r in ResultsStore(stores / "smol-paper-tokens.sqlite").rows()}
+    long = ResultsStore(stores / "smol-tokens-9k.sqlite")
+    rows = {r["target_hash"]: r for r in long.rows(m=1)}          # (its m = 2 strings come later)
+    kept = {target_hash(k["ids"]): k for k in kept_states(long)["states"] if k["m"] == 1}
+    assert len(five) == 42 and set(five) == set(rows) | set(kept)
+    crammed = 0
+    for h, r in five.items():
+        assert int(r["steps"]) <= 3000       # the patience-500 run never needed more
+        if h in rows:
+            assert bundling.finished_under(rows[h], 3000, 500, 1500) is r["success"]
+            history = rows[h]["accuracy_history"]
+        else:
+            # still being crammed: failed under patience 500 once past the step where that run
+            # stopped it, open (None) until then
+            assert not r["success"]
+            assert bundling.kept_under(kept[h], 3000, 500) is (False if kept[h]["step"] > int(r["steps"]) else None)
+            history = kept[h]["accuracy_history"]
+        if r["success"]:
+            crammed += 1
+            assert int(rows[h]["steps"]) == int(r["steps"])   # the same trajectory, crammed at the same step
+        else:
+            assert patience_stop(history, 500) == int(r["steps"])
+    assert crammed == 15
+
+
 def test_a_kept_string_fails_a_budget_once_past_its_steps_or_its_patience():
     """A state kept at step 700 was evaluated at steps 0..699: a budget whose last evaluation (its
     max_steps, or its patience's stop) falls before 700 has failed it; one at 700 may still cram it."""
