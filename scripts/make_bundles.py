@@ -20,6 +20,8 @@ bundles (``--table-only`` does just that).
         --ladder-lengths 10 13 16 20 --store s.sqlite   # n50 at m = 1 by step budget: where it settles
     python scripts/make_bundles.py --add-budget-ladder gemma-3-270m --ladder 1000/500 \
         --store gemma.sqlite   # [A]'s protocol: a smaller budget read from the bundle's own strings
+    python scripts/make_bundles.py --add-remeasure benchmarks/runs/bundles/smol-glove-9k \
+        # another run of a shipped model (its bundle's folder): kept in the shipped bundle
 """
 from __future__ import annotations
 
@@ -322,6 +324,28 @@ def _add_budget_ladder(a, command):
         print(f"{name}: {bundles.ladder_text(b)} ({lad['wall_time']:.0f} s) -> {path}", flush=True)
 
 
+def _add_remeasure(a):
+    """--add-remeasure: each folder's cramming bundle (another run of a model that has a shipped
+    bundle: another protocol, targets or budget) kept in that shipped bundle, nothing measured."""
+    from accesslib.results import bundles
+
+    for folder in a.add_remeasure:
+        runs = sorted(Path(folder).glob("cram-*.json"))
+        if len(runs) != 1:
+            raise SystemExit(f"--add-remeasure: {folder} must hold one cramming bundle (cram-MODEL.json); "
+                             f"it holds {len(runs)}")
+        run = json.loads(runs[0].read_text())
+        b = bundles.load("cram", run["model"], a.out)
+        try:
+            origin = Path(folder).resolve().relative_to(ROOT).as_posix()
+        except ValueError:
+            origin = str(Path(folder).resolve())
+        rec = bundles.add_remeasure(b, run, origin)
+        path = bundles.save(b, a.out)
+        print(f"{run['model']}: re-measured under the {rec.get('protocol')} protocol, {rec.get('source')} "
+              f"({bundles.budget_status(rec)[0]}) from {origin} -> {path}", flush=True)
+
+
 def parse_budgets(items, error):
     """``500/100 4500/900:10,16,24`` -> [(500, 100), (4500, 900, [10, 16, 24])] (max_steps/patience,
     and the lengths of that budget after a colon)."""
@@ -482,6 +506,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(4500/900:10,16,24: that budget at lengths of its own); under a protocol without a "
                         "schedule (paper), a budget below the bundle's with its patience is read from the "
                         "bundle's own strings in --store, nothing crammed")
+    p.add_argument("--add-remeasure", nargs="+", default=None, metavar="FOLDER",
+                   help="keep the cramming bundle in each FOLDER (another run of a model with a shipped "
+                        "bundle: another protocol, targets or step budget) in the model's bundle in --out; "
+                        "notebook 03 draws it beside the shipped n50")
     p.add_argument("--ladder-m", type=int, default=1, help="--add-budget-ladder: the m (default 1)")
     p.add_argument("--ladder-lengths", nargs="+", type=int, default=None, metavar="N",
                    help="--add-budget-ladder of a grid bundle: the lengths of the larger budgets "
@@ -515,6 +543,8 @@ def main(argv=None):
         _add_budget_check(a, command)
     elif a.add_budget_ladder and not a.table_only:
         _add_budget_ladder(a, command)
+    elif a.add_remeasure and not a.table_only:
+        _add_remeasure(a)
     elif a.geometry_only and not a.table_only:
         from accesslib.models.loading import load_model
         for name in a.models or bundles.available("cram"):

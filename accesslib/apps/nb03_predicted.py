@@ -79,25 +79,83 @@ def bundle_caveats(bundle) -> dict:
                 budget_factor=factor)
 
 
+def _rung_point(m: int, rung: dict, label: str):
+    """A ladder rung as a point (m, n50, stderr, label): a one-sided n50 (all crammed at its
+    longest length, or none at its shortest) at that bound without an error bar, labelled
+    "> n" or "< n"; None where it has neither."""
+    if rung.get("n50") is not None:
+        return int(m), float(rung["n50"]), float(rung.get("stderr") or 0.0), label
+    for key, sign in (("n50_above", ">"), ("n50_below", "<")):
+        if rung.get(key) is not None:
+            return int(m), float(rung[key]), 0.0, f"{label}: {sign} {rung[key]}"
+    return None
+
+
 def ladder_points(bundle) -> list[tuple]:
     """The bundle's n50 at its ladder's m with the other step budgets (its budget ladder, the shipped
-    rung left out: it is the measured marker), as (m, n50, stderr, label) in budget order; a rung
-    with only a one-sided n50 (all crammed at its longest length, or none at its shortest) at that
-    bound, without an error bar, labelled "> n" or "< n". [] without a ladder."""
+    rung left out: it is the measured marker), as (m, n50, stderr, label) in budget order
+    (:func:`_rung_point`). [] without a ladder."""
     lad = bundle.get("budget_ladder") or {}
-    out = []
     rungs = sorted(lad.get("rungs") or [], key=lambda r: r["max_steps"])
-    for r in rungs:
-        if r.get("shipped"):
-            continue
-        steps = bundles.rung_budget(r, rungs)
-        if r.get("n50") is not None:
-            out.append((int(lad["m"]), float(r["n50"]), float(r.get("stderr") or 0.0), steps))
-        elif r.get("n50_above") is not None:
-            out.append((int(lad["m"]), float(r["n50_above"]), 0.0, f"{steps}: > {r['n50_above']}"))
-        elif r.get("n50_below") is not None:
-            out.append((int(lad["m"]), float(r["n50_below"]), 0.0, f"{steps}: < {r['n50_below']}"))
+    points = [_rung_point(lad["m"], r, bundles.rung_budget(r, rungs)) for r in rungs if not r.get("shipped")]
+    return [p for p in points if p is not None]
+
+
+#: a re-measurement's targets in a plot label
+SHORT_TARGETS = {"natural": "natural text", "tokens": "random tokens", "words": "common words",
+                 "words100k": "SCOWL words", "glove100k": "[A]'s words"}
+
+
+def _protocol_name(rec) -> str:
+    """A bundle's protocol in words: "[A]'s protocol" for "paper", else "the fast protocol"."""
+    return "[A]'s protocol" if rec.get("protocol") == "paper" else f"the {rec.get('protocol')} protocol"
+
+
+def remeasured_points(bundle) -> list[tuple]:
+    """The model's n50 measured again by other runs (the bundle's ``remeasured``,
+    :func:`accesslib.results.bundles.add_remeasure`) as (m, n50, stderr, label): each run's n50 by
+    m at its own budget, and at its ladder's m every rung of its budget ladder (smaller budgets
+    read from its strings), labelled with the run's targets and the budget ("[A]'s words, 3,000 /
+    500")."""
+    out = []
+    for rec in bundle.get("remeasured") or []:
+        settings = rec.get("settings") or {}
+        short = SHORT_TARGETS.get(rec.get("source"), str(rec.get("source")))
+        own = f"{settings.get('max_steps', 0):,} / {settings.get('patience', 0):,}"
+        lad = rec.get("budget_ladder") or {}
+        for c in sorted(rec.get("curves") or [], key=lambda c: c["m"]):
+            if c["m"] == lad.get("m"):
+                rungs = sorted(lad["rungs"], key=lambda r: r["max_steps"])
+                points = [_rung_point(c["m"], r, f"{short}, {r['max_steps']:,} / {r['patience']:,}") for r in rungs]
+            else:
+                points = [_rung_point(c["m"], dict(c, stderr=c.get("n50_stderr")), f"{short}, {own}")]
+            out += [p for p in points if p is not None]
     return out
+
+
+def remeasured_html(bundle) -> str:
+    """One line per re-measurement of the model (:func:`remeasured_points`): its protocol and
+    targets, strings per length, its n50 by m (and by step budget where it has a ladder), its slope
+    where it has two m, its budget label, and where its whole bundle is. "" without any."""
+    lines = []
+    for rec in bundle.get("remeasured") or []:
+        settings = rec.get("settings") or {}
+        label, text = bundles.budget_status(rec)
+        lad = rec.get("budget_ladder") or {}
+        per_m = "; ".join(f"m = {c['m']}: {bundles.rung_n50_text(dict(c, stderr=c.get('n50_stderr')))}"
+                          for c in sorted(rec.get("curves") or [], key=lambda c: c["m"]) if c["m"] != lad.get("m"))
+        sl = (rec.get("slope") or {}).get("slope")
+        lines.append(
+            f"<b>Re-measured</b> under {html.escape(_protocol_name(rec))} with "
+            f"{html.escape(TARGETS.get(rec.get('source'), str(rec.get('source')) + ' targets'))}, at most "
+            f"{settings.get('max_steps', 0):,} steps, patience {settings.get('patience', 0):,}, "
+            f"{_strings_text(*_strings_range(rec))} strings per length: "
+            + (html.escape(bundles.ladder_text(rec, own="the run's")) + " " if lad else "")
+            + (f"{html.escape(per_m)}. " if per_m else "")
+            + (f"Slope a = {sl:.2f}. " if sl else "")
+            + f"Step budget: <b>{html.escape(label)}</b>. Made {human_date(rec.get('created'))}; "
+            f"its whole bundle: {html.escape(str(rec.get('origin')))}.")
+    return "<br>".join(lines)
 
 
 def _strings_range(bundle) -> tuple:
@@ -264,6 +322,8 @@ class PredictedApp(App):
             title=f"{b['model']} (d = {facts['d']}, |V| = {facts['vocab_size']:,}): its bounds and its n50")
         self.ladder_points = ladder_points(b)
         plotting.update_ladder(self.art, self.ladder_points)
+        self.remeasured_points = remeasured_points(b)
+        plotting.update_ladder(self.art, self.remeasured_points, "remeasured")
         pub = self.published_slopes(eps_rel)
         if self.show_published.value:
             plotting.update_published_models(self.art_pub, pub, log=log)
@@ -312,6 +372,7 @@ class PredictedApp(App):
                 + (" (the dotted line, fixed: it does not follow the sliders)" if me.get("ok") else "") + "</div>"
                 "<div style='max-width:560px'><b>About this measurement:</b><br>"
                 f"{caveats_html(self.caveats)}</div>"
+                + (f"<div style='max-width:1200px'>{again}</div>" if (again := remeasured_html(self.bundle)) else "")
                 + (f"<div style='max-width:1200px'>{pub}</div>" if (pub := published_html(self.published_match, self.bundle))
                    else "") + "</div>")
 
@@ -320,7 +381,8 @@ class PredictedApp(App):
         label, the predicted slope C of every bound at the sliders' ε and r with C/a (the lines),
         every bound at the measured effective ε (one of them drawn), the model in every row; the
         bundle's n50 by step budget (its budget ladder: the hollow markers); then the ball bound of
-        each of [A]'s models on the right panel at the same ε/r."""
+        each of [A]'s models on the right panel at the same ε/r; the model's n50 re-measured by
+        other runs (the hollow squares, :func:`remeasured_points`)."""
         v, model = self.values, self.bundle["model"]
         meas = v["measured"]
         rows = [dict(panel="measured n50", model=model, m=m, n50=y, n50_stderr=e)
@@ -350,6 +412,8 @@ class PredictedApp(App):
                       read_from_steps=r.get("derived_from"), read_from_patience=r.get("derived_patience_from"),
                       compared_with=r.get("compared_with"),
                       moved=r.get("moved")) for r in lad.get("rungs") or []]
+        rows += [dict(panel="n50 re-measured", model=model, m=m, n50=y, n50_stderr=e, label=label)
+                 for m, y, e, label in self.remeasured_points]
         pm = v["published_match"]
         if pm is not None and pm["dataset"] is not None:   # [A]'s measurement of this very model
             rows.append(dict(panel="[A]'s measurement of this model", model=pm["model"], dataset=pm["dataset"],

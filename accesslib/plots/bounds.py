@@ -260,19 +260,24 @@ def plot_model_bounds(ax, *, m_max=5, title=""):
     ladder = ax.errorbar([], [], yerr=[], color=COLORS["measured"], zorder=4,
                          label="n50 at other step budgets", **dict(STYLE["marker"], mfc="white",
                                                                    mec=COLORS["measured"], ms=6))
+    # the model measured again by another run (another protocol, targets or budget): hollow squares
+    remeasured = ax.errorbar([], [], yerr=[], color=COLORS["paper_rule"], zorder=4,
+                             label="n50 re-measured (another protocol or targets)",
+                             **dict(STYLE["marker"], marker="s", mfc="white", mec=COLORS["paper_rule"], ms=6))
     ax.set_xlabel("m (prompt vectors)", fontsize=STYLE["font"])
     ax.set_ylabel("output length n (tokens)", fontsize=STYLE["font"])
     ax.set_title(title, loc="left", fontsize=STYLE["font"])
     ax.grid(alpha=0.3)
     art = dict(ax=ax, m_max=m_max, bounds={}, labels={}, measured=measured, fit=fit, ladder=ladder,
-               ladder_texts=[])
+               ladder_texts=[], remeasured=remeasured, remeasured_texts=[])
     _model_legend(art)
     return art
 
 
 def _model_legend(art):
-    """The legend of :func:`plot_model_bounds`: the ladder's entry only while it has points."""
-    handles = [art["measured"], art["fit"]] + ([art["ladder"]] if art["ladder_texts"] else [])
+    """The legend of :func:`plot_model_bounds`: the ladder's and the re-measurements' entries
+    only while they have points."""
+    handles = [art["measured"], art["fit"]] + [art[k] for k in ("ladder", "remeasured") if art[f"{k}_texts"]]
     art["ax"].legend(handles=handles, loc="upper left", fontsize=8, frameon=True)
 
 
@@ -280,19 +285,25 @@ def _model_legend(art):
 LADDER_STEP = 0.13
 
 
-def update_ladder(art, points):
-    """Draw ``points`` [(m, n50, stderr, label), ...] (n50 of one m at other step budgets, in
-    budget order) as hollow markers right of their m, each named by its ``label``."""
-    for t in art["ladder_texts"]:
+def update_ladder(art, points, which: str = "ladder"):
+    """Draw ``points`` [(m, n50, stderr, label), ...] as hollow markers right of their m, each
+    named by its ``label``: ``which`` "ladder" (n50 of one m at other step budgets, in budget
+    order) or "remeasured" (the model measured again by other runs, drawn left of their m)."""
+    for t in art[f"{which}_texts"]:
         t.remove()
-    art["ladder_texts"] = []
-    xs = [m + LADDER_STEP * (k + 1) for k, (m, *_rest) in enumerate(points)]
+    art[f"{which}_texts"] = []
+    side = -1 if which == "remeasured" else 1
+    xs = [m + side * LADDER_STEP * (k + 1) for k, (m, *_rest) in enumerate(points)]
     ys = [p[1] for p in points]
-    set_errorbar(art["ladder"], xs, ys, [p[2] or 0.0 for p in points])
+    set_errorbar(art[which], xs, ys, [p[2] or 0.0 for p in points])
+    color = COLORS["paper_rule"] if which == "remeasured" else COLORS["measured"]
+    # stacked upwards, so that labels of near n50 (a linear axis up to the ball bound) never overlap;
+    # the re-measurements' above the ladder's (drawn first)
+    below = len(art["ladder_texts"]) if which == "remeasured" else 0
     for k, (x, (_, y, _, label)) in enumerate(zip(xs, points)):
-        # stacked upwards, so that labels of near n50 (a linear axis up to the ball bound) never overlap
-        art["ladder_texts"].append(art["ax"].annotate(label, (x, y), xytext=(4, 4 + 9 * k), textcoords="offset points",
-                                                      fontsize=7, va="bottom", color=COLORS["measured"], zorder=6))
+        art[f"{which}_texts"].append(art["ax"].annotate(
+            label, (x, y), xytext=(4, 4 + 9 * (k + below)), textcoords="offset points", fontsize=7,
+            va="bottom", color=color, zorder=6))
     _model_legend(art)
     return art
 

@@ -173,6 +173,37 @@ def effective_record(effective) -> dict:
 
 
 
+#: what a shipped bundle keeps of another run of its model (:func:`remeasure_record`)
+REMEASURE_KEYS = ("source", "protocol", "settings", "samples", "search", "seed", "curves", "slope", "budget_check",
+                  "budget_ladder", "created", "wall_time", "hardware", "command")
+
+
+def remeasure_record(run: dict, origin: str) -> dict:
+    """The bundle ``run`` of another measurement of a model (another protocol, target source or
+    step budget) as the model's shipped bundle keeps it under ``"remeasured"``: its conditions,
+    curves, slope and budget checks (:data:`REMEASURE_KEYS`), without its examples and geometry,
+    and ``origin``: where its whole bundle and strings are. It reads like a bundle
+    (:func:`budget_status`, :func:`ladder_text` take it)."""
+    if run.get("kind") != "cram" or not run.get("curves"):
+        raise ValueError("a re-measurement must be a cramming bundle with curves (kind 'cram'); got "
+                         f"kind {run.get('kind')!r} with {len(run.get('curves') or [])} curves")
+    rec = {k: json.loads(json.dumps(run[k])) for k in REMEASURE_KEYS if k in run}
+    rec["origin"] = str(origin)
+    return rec
+
+
+def add_remeasure(bundle: dict, run: dict, origin: str) -> dict:
+    """``bundle`` with ``run`` (a bundle of the same model) among its re-measurements, in place of
+    an earlier record of the same source and settings (a run that went on); returns the record."""
+    if run.get("model") != bundle.get("model"):
+        raise ValueError(f"the re-measurement is of model {run.get('model')!r}, the bundle of {bundle.get('model')!r}")
+    rec = remeasure_record(run, origin)
+    kept = [r for r in bundle.get("remeasured") or []
+            if (r.get("source"), r.get("settings")) != (rec.get("source"), rec.get("settings"))]
+    bundle["remeasured"] = kept + [rec]
+    return rec
+
+
 #: Labels of :func:`budget_status`.
 BUDGET_LABELS = ("converged", "budget-limited", "inconclusive", "not checked")
 
@@ -312,14 +343,15 @@ def binding_shared_patience(a: dict, b: dict) -> int | None:
     return int(p)
 
 
-def ladder_text(bundle: dict) -> str:
+def ladder_text(bundle: dict, own: str = "shipped") -> str:
     """A bundle's budget ladder (:func:`accesslib.experiments.bundling.budget_ladder`) in a
-    sentence: n50 at its m by step budget and where it stops moving; "" without a ladder."""
+    sentence: n50 at its m by step budget and where it stops moving; "" without a ladder.
+    ``own``: the word for the bundle's own rung (a re-measurement's: "the run's")."""
     lad = bundle.get("budget_ladder")
     if not lad or not lad.get("rungs"):
         return ""
     rungs = lad["rungs"]
-    steps = ", ".join(f"{rung_budget(r, rungs)} {rung_n50_text(r)}" + (" (shipped)" if r.get("shipped") else "")
+    steps = ", ".join(f"{rung_budget(r, rungs)} {rung_n50_text(r)}" + (f" ({own})" if r.get("shipped") else "")
                       + rung_source(r) for r in rungs)
     text = f"n50 at m = {lad['m']} by step budget: {steps}."
     if lad.get("converged_at") is not None:

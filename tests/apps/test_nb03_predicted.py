@@ -311,7 +311,7 @@ def test_the_shipped_smollm2_bundle_shows_its_budget_ladder():
     assert [t.get_text() for t in app.art["ladder_texts"]] == [bundles.rung_budget(r, lad["rungs"]) for r in others]
     assert app.art["ladder_texts"][0].get_text() == "500 steps, patience 100"   # patience not scaled with steps
     legend = [t.get_text() for t in app.art["ax"].get_legend().get_texts()]
-    assert legend[-1] == "n50 at other step budgets"
+    assert "n50 at other step budgets" in legend
     rows = [r for r in app.data_rows() if r["panel"] == "n50 by step budget"]
     assert [(r["max_steps"], r["shipped"]) for r in rows] == [(r["max_steps"], bool(r["shipped"])) for r in lad["rungs"]]
     assert rows[1]["n50"] == pytest.approx(others[0]["n50"]) and rows[0]["moved"] is lad["rungs"][0]["moved"]
@@ -319,6 +319,83 @@ def test_the_shipped_smollm2_bundle_shows_its_budget_ladder():
     assert len(app.art["ladder"].lines[0].get_xdata()) == 0 and app.art["ladder_texts"] == []
     assert "n50 at other step budgets" not in [t.get_text() for t in app.art["ax"].get_legend().get_texts()]
     assert not [r for r in app.data_rows() if r["panel"] == "n50 by step budget"]
+
+
+def test_the_shipped_smollm2_bundle_shows_its_remeasurement_under_the_published_protocol():
+    """SmolLM2-135M's shipped bundle keeps its re-measurement under [A]'s protocol with [A]'s
+    words (the committed run bundle, nothing typed): the page says it with its budget label and
+    draws its n50 at every rung of its ladder as orange squares left of m = 1, each named."""
+    import json
+
+    from accesslib.apps.nb03_predicted import remeasured_points
+
+    b = bundles.load("cram", "smollm2-135m")
+    (rec,) = b["remeasured"]
+    run = json.loads((ROOT / rec["origin"] / "cram-smollm2-135m.json").read_text())
+    assert {k: rec[k] for k in bundles.REMEASURE_KEYS if k in run} == {k: run[k] for k in bundles.REMEASURE_KEYS
+                                                                        if k in run}
+    assert (rec["source"], rec["protocol"], rec["settings"]["max_steps"]) == ("glove100k", "paper", 9000)
+    rungs = sorted(rec["budget_ladder"]["rungs"], key=lambda r: r["max_steps"])
+    app = PredictedApp(canvas="agg", model="smollm2-135m", published=False)
+    txt = app.readout.value
+    assert "<b>Re-measured</b> under [A]&#x27;s protocol with random-word targets from [A]&#x27;s own list" in txt
+    assert html.escape(bundles.ladder_text(rec, own="the run's")) in txt
+    assert f"Step budget: <b>{bundles.budget_status(rec)[0]}</b>" in txt and "(the run&#x27;s)" in txt
+    xs, ys = app.art["remeasured"].lines[0].get_data()
+    assert list(ys) == pytest.approx([r["n50"] for r in rungs]) and all(0.5 < x < 1 for x in xs)
+    assert [t.get_text() for t in app.art["remeasured_texts"]] == [
+        f"[A]'s words, {r['max_steps']:,} / {r['patience']:,}" for r in rungs]
+    assert app.remeasured_points == remeasured_points(b)
+    assert "n50 re-measured (another protocol or targets)" in [t.get_text() for t in
+                                                               app.art["ax"].get_legend().get_texts()]
+    rows = [r for r in app.data_rows() if r["panel"] == "n50 re-measured"]
+    assert [(r["m"], r["label"]) for r in rows] == [(1, t.get_text()) for t in app.art["remeasured_texts"]]
+    app.model.value = embedded.DEFAULT     # none: nothing drawn, no legend entry, no line
+    assert len(app.art["remeasured"].lines[0].get_xdata()) == 0 and app.art["remeasured_texts"] == []
+    assert "Re-measured" not in app.readout.value
+
+
+def test_remeasured_points_and_records():
+    """A re-measurement's n50 by m at its budget, its ladder's rungs at the ladder's m; the record
+    of the same source and settings is replaced, another model's refused."""
+    from accesslib.apps.nb03_predicted import remeasured_points
+
+    run = dict(kind="cram", model="x", source="tokens", protocol="paper", settings=dict(max_steps=900, patience=150),
+               curves=[dict(m=1, n50=10.0, n50_stderr=1.0), dict(m=2, n50=None, n50_above=30),
+                       dict(m=3, n50=31.0, n50_stderr=2.0)],
+               budget_ladder=dict(m=1, rungs=[dict(max_steps=900, patience=150, n50=10.0, stderr=1.0, shipped=True),
+                                             dict(max_steps=300, patience=50, n50=8.0, stderr=0.5)]),
+               examples=[1, 2], geometry=dict(r_inf=3.0))
+    b = dict(model="x")
+    rec = bundles.add_remeasure(b, run, "runs/x")
+    assert "examples" not in rec and "geometry" not in rec and rec["origin"] == "runs/x"
+    assert remeasured_points(b) == [(1, 8.0, 0.5, "random tokens, 300 / 50"), (1, 10.0, 1.0, "random tokens, 900 / 150"),
+                                    (2, 30.0, 0.0, "random tokens, 900 / 150: > 30"),
+                                    (3, 31.0, 2.0, "random tokens, 900 / 150")]
+    bundles.add_remeasure(b, dict(run, curves=run["curves"][:1]), "runs/x")       # the same run, gone on
+    assert len(b["remeasured"]) == 1 and len(b["remeasured"][0]["curves"]) == 1
+    bundles.add_remeasure(b, dict(run, source="glove100k"), "runs/y")
+    assert [r["source"] for r in b["remeasured"]] == ["tokens", "glove100k"]
+    with pytest.raises(ValueError, match="re-measurement is of model 'y', the bundle of 'x'"):
+        bundles.add_remeasure(b, dict(run, model="y"), "runs/z")
+    with pytest.raises(ValueError, match="must be a cramming bundle with curves"):
+        bundles.add_remeasure(b, dict(run, curves=[]), "runs/z")
+    assert remeasured_points({}) == []
+
+
+def test_make_bundles_adds_a_remeasurement_to_the_shipped_bundle(tmp_path, load_script, capsys):
+    mb = load_script("scripts/make_bundles.py")
+    out, runs = tmp_path / "out", tmp_path / "run"
+    b = bundles.load("cram", embedded.DEFAULT)
+    bundles.save(b, out)
+    run = dict(b, source="tokens", settings=dict(b["settings"], max_steps=999))
+    bundles.save(run, runs)
+    mb.main(["--add-remeasure", str(runs), "--out", str(out)])
+    assert f"{embedded.DEFAULT}: re-measured under the {b['protocol']} protocol, tokens" in capsys.readouterr().out
+    (rec,) = bundles.load("cram", embedded.DEFAULT, out)["remeasured"]
+    assert rec["origin"] == str(runs.resolve()) and rec["settings"]["max_steps"] == 999
+    with pytest.raises(SystemExit, match="must hold one cramming bundle"):
+        mb.main(["--add-remeasure", str(tmp_path), "--out", str(out)])
 
 
 def test_ladder_points_place_one_sided_rungs_at_their_bound():
