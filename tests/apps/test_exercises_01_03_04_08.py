@@ -447,3 +447,34 @@ def test_03_q7_gemma_against_the_published_slope():
          "The ball bound there is 426.7, 44.7 times the n50; at the measured ε (0.0243·r∞) box+cells gives 40.5, 4.2 times.",
          "The label reads *inconclusive*: 1000 steps give 9.0 ± 0.8, as close as its standard error, but at [A]'s "
          "patience of 500, which was not tripled with the steps")
+
+
+def test_03_q8_smollm2_remeasured_under_the_published_protocol():
+    """Q8: the orange squares on smollm2-135m are its re-measurement under [A]'s protocol with [A]'s
+    words, 9000 / 1500 with 3000 / 500 and 1000 / 500 read from the same strings; budget-limited."""
+    pytest.importorskip("torch")
+    from accesslib.apps.nb03_predicted import PredictedApp
+    from accesslib.results.bundles import budget_status
+
+    app = PredictedApp(canvas="agg", model="smollm2-135m")
+    (rec,) = app.bundle["remeasured"]
+    assert rec["protocol"] == "paper" and rec["source"] == "glove100k"                  # [A]'s protocol, [A]'s list
+    assert (rec["settings"]["max_steps"], rec["settings"]["patience"]) == (9000, 1500)   # three times [A]'s
+    assert rec["settings"]["first_token_as_input"] and rec["settings"]["patience_on"] == "accuracy"   # [A]'s layout
+    rungs = {(r["max_steps"], r["patience"]): r for r in rec["budget_ladder"]["rungs"]}
+    assert sorted(rungs) == [(1000, 500), (3000, 500), (9000, 1500)]
+    assert [rungs[b].get("derived_from") for b in sorted(rungs)] == [9000, 9000, None]   # read from the run's strings
+    assert [round(rungs[b]["n50"], 1) for b in sorted(rungs)] == [18.7, 20.1, 30.7]
+    a, b = rungs[(3000, 500)], rungs[(9000, 1500)]
+    assert (b["n50"] - a["n50"]) / math.hypot(a["stderr"], b["stderr"]) > 3     # "far beyond the standard errors"
+    assert budget_status(rec)[0] == "budget-limited"
+    shipped = next(c for c in app.bundle["curves"] if c["m"] == 1)["n50"]
+    n50s = [rungs[b]["n50"] for b in sorted(rungs)]
+    assert round(shipped, 1) == 10.6 and (round(min(n50s) / shipped, 1), round(max(n50s) / shipped, 1)) == (1.8, 2.9)
+    assert rec["source"] != app.bundle["source"] and rec["settings"]["max_steps"] > app.bundle["settings"]["max_steps"]
+    # drawn left of m = 1, apart on a log axis
+    xs, ys = app.art["remeasured"].lines[0].get_data()
+    assert all(0 < x < 1 for x in xs) and sorted(round(y, 1) for y in ys) == [18.7, 20.1, 30.7]
+    says(answers("03-predicted-vs-measured.ipynb"), "orange squares left of m = 1",
+         "n50 at m = 1 is 18.7 with 1000 / 500, 20.1 with [A]'s 3000 / 500 and 30.7 with 9000 / 1500",
+         "(*budget-limited*)", "1.8 to 2.9 times the shipped 10.6")
