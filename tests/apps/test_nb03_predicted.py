@@ -394,6 +394,14 @@ def test_make_bundles_adds_a_remeasurement_to_the_shipped_bundle(tmp_path, load_
     assert f"{embedded.DEFAULT}: re-measured under the {b['protocol']} protocol, tokens" in capsys.readouterr().out
     (rec,) = bundles.load("cram", embedded.DEFAULT, out)["remeasured"]
     assert rec["origin"] == str(runs.resolve()) and rec["settings"]["max_steps"] == 999
+    table = mb.remeasured_table([embedded.DEFAULT], out)
+    assert table[1] == "## Re-measured: other runs of a shipped model"
+    label = bundles.budget_status(rec)[0]
+    lad = rec.get("budget_ladder") or {}
+    per_m = [len(lad["rungs"]) if c["m"] == lad.get("m") else 1 for c in rec["curves"]]   # a ladder: its rungs
+    assert len(table) == 8 + sum(per_m) and table[8].startswith(
+        f"| {embedded.DEFAULT} | tokens, {b['protocol']}, {b['samples']} strings/length | {rec['curves'][0]['m']} | 999, ")
+    assert table[8].endswith(f" | {label} | {runs.resolve()} |") and mb.remeasured_table([embedded.DEFAULT]) == []
     with pytest.raises(SystemExit, match="must hold one cramming bundle"):
         mb.main(["--add-remeasure", str(tmp_path), "--out", str(out)])
 
