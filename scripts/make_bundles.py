@@ -104,24 +104,18 @@ def remeasured_table(names, directory=None) -> list[str]:
     rows = []
     for name in names:
         for rec in bundles.load("cram", name, directory).get("remeasured") or []:
-            st = rec.get("settings") or {}
-            lad = rec.get("budget_ladder") or {}
             label = bundles.budget_status(rec)[0]
             where = f"{rec.get('source')}, {rec.get('protocol')}, {rec.get('samples')} strings/length"
-            for c in sorted(rec.get("curves") or [], key=lambda c: c["m"]):
-                rungs = (sorted(lad["rungs"], key=lambda r: r["max_steps"]) if c["m"] == lad.get("m") else
-                         [dict(c, stderr=c.get("n50_stderr"), max_steps=st.get("max_steps"),
-                               patience=st.get("patience"), shipped=True)])
-                for r in rungs:
-                    read = f" (read from the {r['derived_from']:,}-step run)" if r.get("derived_from") else ""
-                    rows.append(f"| {name} | {where} | {c['m']} | {r['max_steps']:,}, {r['patience']:,}{read} | "
-                                f"{bundles.rung_n50_text(r)} | {label} | {rec.get('origin')} |")
+            for m, r, words in bundles.remeasure_rungs(rec):
+                read = f" (read from the {r['derived_from']:,}-step run)" if r.get("derived_from") else ""
+                rows.append(f"| {name} | {where} | {m} | {words}{read} | {bundles.rung_n50_text(r)} | {label} | "
+                            f"{rec.get('origin')} |")
     if not rows:
         return []
     return ["", "## Re-measured: other runs of a shipped model", "",
             "Kept in the model's bundle (`make_bundles.py --add-remeasure`) and drawn in notebook 03; the label",
             "is the run's own budget check.", "",
-            "| model | targets, protocol, strings | m | steps, patience | n50 | step budget | run bundle |",
+            "| model | targets, protocol, strings | m | steps / patience | n50 | step budget | run bundle |",
             "|---|---|---|---|---|---|---|"] + rows
 
 

@@ -113,23 +113,14 @@ def _protocol_name(rec) -> str:
 
 def remeasured_points(bundle) -> list[tuple]:
     """The model's n50 measured again by other runs (the bundle's ``remeasured``,
-    :func:`accesslib.results.bundles.add_remeasure`) as (m, n50, stderr, label): each run's n50 by
-    m at its own budget, and at its ladder's m every rung of its budget ladder (smaller budgets
-    read from its strings), labelled with the run's targets and the budget ("[A]'s words, 3,000 /
+    :func:`accesslib.results.bundles.add_remeasure`) as (m, n50, stderr, label), from
+    :func:`accesslib.results.bundles.remeasure_rungs`, labelled with the run's targets and the budget ("[A]'s words, 3,000 /
     500")."""
     out = []
     for rec in bundle.get("remeasured") or []:
-        settings = rec.get("settings") or {}
         short = SHORT_TARGETS.get(rec.get("source"), str(rec.get("source")))
-        own = f"{settings.get('max_steps', 0):,} / {settings.get('patience', 0):,}"
-        lad = rec.get("budget_ladder") or {}
-        for c in sorted(rec.get("curves") or [], key=lambda c: c["m"]):
-            if c["m"] == lad.get("m"):
-                rungs = sorted(lad["rungs"], key=lambda r: r["max_steps"])
-                points = [_rung_point(c["m"], r, f"{short}, {r['max_steps']:,} / {r['patience']:,}") for r in rungs]
-            else:
-                points = [_rung_point(c["m"], dict(c, stderr=c.get("n50_stderr")), f"{short}, {own}")]
-            out += [p for p in points if p is not None]
+        points = [_rung_point(m, r, f"{short}, {words}") for m, r, words in bundles.remeasure_rungs(rec)]
+        out += [p for p in points if p is not None]
     return out
 
 
@@ -141,16 +132,16 @@ def remeasured_html(bundle) -> str:
     for rec in bundle.get("remeasured") or []:
         settings = rec.get("settings") or {}
         label, text = bundles.budget_status(rec)
-        lad = rec.get("budget_ladder") or {}
-        per_m = "; ".join(f"m = {c['m']}: {bundles.rung_n50_text(dict(c, stderr=c.get('n50_stderr')))}"
-                          for c in sorted(rec.get("curves") or [], key=lambda c: c["m"]) if c["m"] != lad.get("m"))
+        ladder = bundles.ladder_text(rec, own="the run's")
+        lad_m = (rec.get("budget_ladder") or {}).get("m") if ladder else None
+        per_m = "; ".join(f"m = {m}: {bundles.rung_n50_text(r)}" for m, r, _ in bundles.remeasure_rungs(rec) if m != lad_m)
         sl = (rec.get("slope") or {}).get("slope")
         lines.append(
             f"<b>Re-measured</b> under {html.escape(_protocol_name(rec))} with "
-            f"{html.escape(TARGETS.get(rec.get('source'), str(rec.get('source')) + ' targets'))}, at most "
-            f"{settings.get('max_steps', 0):,} steps, patience {settings.get('patience', 0):,}, "
+            f"{html.escape(TARGETS.get(rec.get('source'), str(rec.get('source')) + ' targets'))}, budget "
+            f"{bundles.budget_words(settings.get('max_steps'), settings.get('patience'))} (steps / patience), "
             f"{_strings_text(*_strings_range(rec))} strings per length: "
-            + (html.escape(bundles.ladder_text(rec, own="the run's")) + " " if lad else "")
+            + (html.escape(ladder) + " " if ladder else "")
             + (f"{html.escape(per_m)}. " if per_m else "")
             + (f"Slope a = {sl:.2f}. " if sl else "")
             + f"Step budget: <b>{html.escape(label)}</b>. Made {human_date(rec.get('created'))}; "

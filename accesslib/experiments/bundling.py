@@ -624,17 +624,18 @@ def live_ladder(store, budgets, **filters) -> dict:
     # curve also before any string of that curve has finished (a run's m = 2 after its m = 1)
     known = sorted({(r["model"], r["source"], r["protocol_hash"], int(r["seed"])) for r in every})
     by_curve: dict[tuple, list[dict]] = {}
+    claimed = 0
     for k in states:
         th = target_hash(k["ids"])
         for model, source, ph, sd in known:
-            if inflight_key(dict(model=model, m=k["m"], n=k["n"], source=source, target_hash=th, seed=sd,
-                                 protocol_hash=ph)) == k["key"]:
-                by_curve.setdefault((model, k["m"], source, ph), []).append(k)
+            key = dict(model=model, m=k["m"], n=k["n"], source=source, target_hash=th, seed=sd, protocol_hash=ph)
+            if inflight_key(key) == k["key"]:
+                claimed += 1
+                if _kept_passes(key, filters):
+                    by_curve.setdefault((model, k["m"], source, ph), []).append(k)
                 break
-    claimed = sum(len(v) for v in by_curve.values())
     for key in set(by_curve) - set(curves):
-        if _kept_curve_passes(key, filters):
-            curves[key] = []
+        curves[key] = []
     out = []
     for key, rows in sorted(curves.items()):
         model, m, source, ph = key
@@ -698,8 +699,9 @@ def ladder_slopes(curves) -> list[dict]:
     """The slope n50 = a*m + b at each step budget, from :func:`live_ladder` curves of one run
     (model, source, protocol) at two or more m: one dict per run with model, source,
     protocol_hash, ms, and ``budgets``: per (max_steps, patience) read at every m, ``slope``,
-    ``intercept``, ``slope_stderr`` (:func:`accesslib.theory.stats.propagated_slope_stderr`: from
-    the n50 stderrs; ``fit_slope``'s own is undefined with two m), ``r2`` (None with two m), or
+    ``intercept`` (the unweighted fit, as a bundle's slope is), ``slope_stderr``
+    (:func:`accesslib.theory.stats.propagated_slope_stderr`: that fit's stderr from the n50
+    stderrs; ``fit_slope``'s residual one is undefined with two m), ``r2`` (None with two m), or
     ``slope`` None and ``why``: the m whose rung still has strings open, or has no n50 located."""
     from accesslib.theory.stats import fit_slope, propagated_slope_stderr
 
@@ -734,15 +736,18 @@ def ladder_slopes(curves) -> list[dict]:
     return out
 
 
-def _kept_curve_passes(key: tuple, filters: dict) -> bool:
-    """Whether a curve known only from kept states (model, m, source, protocol_hash) passes the
-    row ``filters`` of :func:`live_ladder`; filters on other columns leave it out (they cannot be
-    checked without rows)."""
-    values = dict(zip(("model", "m", "source", "protocol_hash"), key))
+def _kept_passes(key: dict, filters: dict) -> bool:
+    """Whether a kept string (its store key: model, m, n, source, target_hash, seed, protocol_hash)
+    passes the row ``filters`` of :func:`live_ladder` as its row will (a list, tuple or set: any
+    of its values; None: no filter); a filter on a column a kept string has no value for yet
+    (success, steps, ...) leaves it out."""
     for column, want in filters.items():
-        if column not in values:
+        if want is None:
+            continue
+        if column not in key:
             return False
-        if not (values[column] in want if isinstance(want, (list, tuple, set)) else values[column] == want):
+        have = key[column]
+        if not (have in want if isinstance(want, (list, tuple, set, frozenset)) else have == want):
             return False
     return True
 

@@ -269,7 +269,7 @@ def plot_model_bounds(ax, *, m_max=5, title=""):
     ax.set_title(title, loc="left", fontsize=STYLE["font"])
     ax.grid(alpha=0.3)
     art = dict(ax=ax, m_max=m_max, bounds={}, labels={}, measured=measured, fit=fit, ladder=ladder,
-               ladder_texts=[], remeasured=remeasured, remeasured_texts=[])
+               ladder_texts=[], ladder_points=[], remeasured=remeasured, remeasured_texts=[], remeasured_points=[])
     _model_legend(art)
     return art
 
@@ -293,17 +293,19 @@ def update_ladder(art, points, which: str = "ladder"):
         t.remove()
     art[f"{which}_texts"] = []
     side = -1 if which == "remeasured" else 1
-    xs = [m + side * LADDER_STEP * (k + 1) for k, (m, *_rest) in enumerate(points)]
+    ranks = [sum(1 for q in points[:i] if q[0] == p[0]) for i, p in enumerate(points)]   # k-th point at its m
+    xs = [p[0] + side * LADDER_STEP * (k + 1) for k, p in zip(ranks, points)]
     ys = [p[1] for p in points]
     set_errorbar(art[which], xs, ys, [p[2] or 0.0 for p in points])
     color = COLORS["paper_rule"] if which == "remeasured" else COLORS["measured"]
-    # stacked upwards, so that labels of near n50 (a linear axis up to the ball bound) never overlap;
-    # the re-measurements' above the ladder's (drawn first)
-    below = len(art["ladder_texts"]) if which == "remeasured" else 0
-    for k, (x, (_, y, _, label)) in enumerate(zip(xs, points)):
+    # stacked upwards at each m, so that labels of near n50 (a linear axis up to the ball bound)
+    # never overlap; the re-measurements' above the ladder's (drawn first) at the same m
+    ladder_ms = [p[0] for p in art["ladder_points"]] if which == "remeasured" else []
+    for k, x, (m, y, _, label) in zip(ranks, xs, points):
         art[f"{which}_texts"].append(art["ax"].annotate(
-            label, (x, y), xytext=(4, 4 + 9 * (k + below)), textcoords="offset points", fontsize=7,
+            label, (x, y), xytext=(4, 4 + 9 * (k + ladder_ms.count(m))), textcoords="offset points", fontsize=7,
             va="bottom", color=color, zorder=6))
+    art[f"{which}_points"] = list(points)
     _model_legend(art)
     return art
 

@@ -194,14 +194,39 @@ def remeasure_record(run: dict, origin: str) -> dict:
 
 def add_remeasure(bundle: dict, run: dict, origin: str) -> dict:
     """``bundle`` with ``run`` (a bundle of the same model) among its re-measurements, in place of
-    an earlier record of the same source and settings (a run that went on); returns the record."""
+    an earlier record of the same run (source, protocol settings, seed and strings per length: a
+    run that went on); returns the record."""
     if run.get("model") != bundle.get("model"):
         raise ValueError(f"the re-measurement is of model {run.get('model')!r}, the bundle of {bundle.get('model')!r}")
     rec = remeasure_record(run, origin)
-    kept = [r for r in bundle.get("remeasured") or []
-            if (r.get("source"), r.get("settings")) != (rec.get("source"), rec.get("settings"))]
+
+    def same(r):
+        return all(r.get(k) == rec.get(k) for k in ("source", "protocol", "settings", "seed", "samples"))
+
+    kept = [r for r in bundle.get("remeasured") or [] if not same(r)]
     bundle["remeasured"] = kept + [rec]
     return rec
+
+
+def budget_words(max_steps, patience) -> str:
+    """A budget in a label: "9,000 / 1,500", "9,000 steps" without a patience, "?" without steps."""
+    if max_steps is None:
+        return "?"
+    return f"{max_steps:,} / {patience:,}" if patience is not None else f"{max_steps:,} steps"
+
+
+def remeasure_rungs(rec) -> list[tuple]:
+    """A re-measurement's n50 as (m, rung, budget words): its budget ladder's rungs at the ladder's
+    m (smaller budgets read from its strings), and its curves at every other m (or at every m
+    without a ladder) at the run's own budget; by m, then by budget."""
+    settings = rec.get("settings") or {}
+    lad = rec.get("budget_ladder") or {}
+    rungs = sorted(lad.get("rungs") or [], key=lambda r: r["max_steps"])
+    out = [(int(lad["m"]), r, budget_words(r.get("max_steps"), r.get("patience"))) for r in rungs]
+    own = budget_words(settings.get("max_steps"), settings.get("patience"))
+    out += [(int(c["m"]), dict(c, stderr=c.get("n50_stderr")), own) for c in rec.get("curves") or []
+            if not (rungs and c["m"] == lad.get("m"))]
+    return sorted(out, key=lambda t: (t[0], t[1].get("max_steps") or 0))
 
 
 #: Labels of :func:`budget_status`.

@@ -275,20 +275,19 @@ def fit_slope(ms: Sequence[float], n50s: Sequence[float], stderrs: Sequence[floa
 
 
 def propagated_slope_stderr(ms: Sequence[float], stderrs: Sequence[float]) -> float:
-    """The stderr of the slope a of n50 = a*m + b that the points' own n50 stderrs give (weights
-    1/stderr^2, no scaling by the residuals): with two points it is sqrt(se1^2 + se2^2) / |m2 - m1|,
-    where :func:`fit_slope`'s residual stderr has no degrees of freedom left. nan without two
-    distinct m with a finite, positive stderr."""
+    """The stderr that the points' own n50 stderrs give the least-squares slope a of n50 = a*m + b
+    (unweighted, as :func:`fit_slope` without stderrs fits it): a = sum c_i y_i with c_i =
+    (m_i - mean m) / sum (m_j - mean m)^2, so stderr = sqrt(sum c_i^2 se_i^2). With two points
+    it is sqrt(se1^2 + se2^2) / |m2 - m1|, where the residual stderr has no degree of freedom
+    left. nan with fewer than two distinct m or any stderr not finite (no point is dropped)."""
     m = np.asarray(ms, dtype=float).ravel()
     se = np.asarray(stderrs, dtype=float).ravel()
     if m.shape != se.shape:
         raise ValueError(f"ms and stderrs must have the same length, got {m.size} and {se.size}")
-    keep = np.isfinite(m) & np.isfinite(se) & (se > 0)
-    m, se = m[keep], se[keep]
-    if np.unique(m).size < 2:
+    if not (np.all(np.isfinite(m)) and np.all(np.isfinite(se))) or np.unique(m).size < 2:
         return float("nan")
-    X = np.column_stack([m, np.ones_like(m)])
-    return float(np.sqrt(np.linalg.inv(X.T @ (X / se[:, None] ** 2))[0, 0]))
+    c = (m - m.mean()) / np.sum((m - m.mean()) ** 2)
+    return float(np.sqrt(np.sum(c ** 2 * se ** 2)))
 
 
 def threshold_quantiles(rel, q=(0.1, 0.5, 0.9)):

@@ -358,7 +358,7 @@ def test_the_shipped_smollm2_bundle_shows_its_remeasurement_under_the_published_
 def test_remeasured_points_and_records():
     """A re-measurement's n50 by m at its budget, its ladder's rungs at the ladder's m; the record
     of the same source and settings is replaced, another model's refused."""
-    from accesslib.apps.nb03_predicted import remeasured_points
+    from accesslib.apps.nb03_predicted import remeasured_html, remeasured_points
 
     run = dict(kind="cram", model="x", source="tokens", protocol="paper", settings=dict(max_steps=900, patience=150),
                curves=[dict(m=1, n50=10.0, n50_stderr=1.0), dict(m=2, n50=None, n50_above=30),
@@ -381,6 +381,37 @@ def test_remeasured_points_and_records():
     with pytest.raises(ValueError, match="must be a cramming bundle with curves"):
         bundles.add_remeasure(b, dict(run, curves=[]), "runs/z")
     assert remeasured_points({}) == []
+    # a record without a patience, a ladder without rungs, or one at an m with no curve
+    bare = dict(curves=[dict(m=2, n50=12.0, n50_stderr=1.0)], settings=dict(max_steps=500), source="tokens",
+                budget_ladder=dict(m=1, rungs=[dict(max_steps=500, patience=None, n50=6.0, stderr=0.5)]))
+    assert remeasured_points(dict(remeasured=[bare])) == [(1, 6.0, 0.5, "random tokens, 500 steps"),
+                                                          (2, 12.0, 1.0, "random tokens, 500 steps")]
+    bare["budget_ladder"] = dict(m=2)
+    assert remeasured_points(dict(remeasured=[bare])) == [(2, 12.0, 1.0, "random tokens, 500 steps")]
+    assert "m = 2: 12.0 ± 1.0" in remeasured_html(dict(remeasured=[bare]))
+    # a replicate with another seed is kept beside the first, not in its place
+    bundles.add_remeasure(b, dict(run, source="glove100k", seed=1), "runs/w")
+    assert [(r["source"], r.get("seed")) for r in b["remeasured"]] == [("tokens", None), ("glove100k", None),
+                                                                       ("glove100k", 1)]
+
+
+def test_remeasured_points_sit_beside_their_own_m():
+    """Points of a re-measurement at two m: each m's points left of it, numbered at that m."""
+    import matplotlib.pyplot as plt
+
+    from accesslib import plots
+
+    fig, ax = plt.subplots()
+    art = plots.bounds.plot_model_bounds(ax)
+    pts = [(1, 8.0, 0.5, "a"), (1, 10.0, 1.0, "b"), (1, 12.0, 1.0, "c"), (2, 20.0, 1.0, "d")]
+    plots.bounds.update_ladder(art, [(1, 9.0, 0.5, "ladder")])
+    plots.bounds.update_ladder(art, pts, "remeasured")
+    xs = art["remeasured"].lines[0].get_xdata()
+    step = plots.bounds.LADDER_STEP
+    assert list(xs) == pytest.approx([1 - step, 1 - 2 * step, 1 - 3 * step, 2 - step])
+    offsets = [t.xyann[1] for t in art["remeasured_texts"]]
+    assert offsets == [13, 22, 31, 4]          # above the ladder's one label at m = 1; from the bottom at m = 2
+    plt.close(fig)
 
 
 def test_make_bundles_adds_a_remeasurement_to_the_shipped_bundle(tmp_path, load_script, capsys):
@@ -400,7 +431,7 @@ def test_make_bundles_adds_a_remeasurement_to_the_shipped_bundle(tmp_path, load_
     lad = rec.get("budget_ladder") or {}
     per_m = [len(lad["rungs"]) if c["m"] == lad.get("m") else 1 for c in rec["curves"]]   # a ladder: its rungs
     assert len(table) == 8 + sum(per_m) and table[8].startswith(
-        f"| {embedded.DEFAULT} | tokens, {b['protocol']}, {b['samples']} strings/length | {rec['curves'][0]['m']} | 999, ")
+        f"| {embedded.DEFAULT} | tokens, {b['protocol']}, {b['samples']} strings/length | {rec['curves'][0]['m']} | 999 / ")
     assert table[8].endswith(f" | {label} | {runs.resolve()} |") and mb.remeasured_table([embedded.DEFAULT]) == []
     with pytest.raises(SystemExit, match="must hold one cramming bundle"):
         mb.main(["--add-remeasure", str(tmp_path), "--out", str(out)])

@@ -700,6 +700,40 @@ def test_a_live_ladder_names_a_curve_none_of_whose_strings_has_finished(tmp_path
     assert out[-1].startswith("  60 / 30: not yet (strings still open at m = 2")
 
 
+def test_row_filters_apply_to_kept_strings_as_to_their_rows(tmp_path):
+    """A kept string passes a live ladder's filters as its row will: a seed filter keeps another
+    seed's kept string out, an n filter other lengths', None is no filter, a set any of its values."""
+    import io
+
+    import torch
+
+    from accesslib.results.store import inflight_key, protocol_hash, target_hash
+
+    settings = dict(max_steps=60, patience=30, patience_on="accuracy", schedule=None)
+    ph = protocol_hash(settings)
+    st = ResultsStore(tmp_path / "s.sqlite")
+
+    def key(seed, n, ids):
+        return dict(model="x", m=1, n=n, source="tokens", target_hash=target_hash(ids), seed=seed, protocol_hash=ph)
+
+    st.add_many([dict(key(0, 3, [1, 2, 3]), success=True, steps=10, accuracy_history=[[0, 0.5]]),
+                 dict(key(1, 3, [4, 5, 6]), success=True, steps=10, accuracy_history=[[0, 0.5]])], settings=settings)
+    buf = io.BytesIO()
+    torch.save(dict(m=1, ids=[7, 8, 9], step=5, best=1.0, best_acc=0.3, acc_history=[[0, 0.3]]), buf)
+    st.save_inflight({inflight_key(key(1, 3, [7, 8, 9])): (buf.getvalue(), 5)})
+
+    def seen(**filters):
+        got = bundling.live_ladder(st, [(60, 30)], **filters)
+        return [(c["finished"], c["kept"], c["rungs"][-1]["totals"]) for c in got["curves"]], got["unclaimed"]
+
+    assert seen() == ([(2, 1, [3])], 0)
+    assert seen(seed=0) == ([(1, 0, [1])], 0)          # seed 1's kept string is not seed 0's
+    assert seen(seed=1) == ([(1, 1, [2])], 0)
+    assert seen(seed=frozenset({1})) == seen(seed=1) and seen(seed=None) == seen()
+    assert seen(n=5) == ([], 0)
+    assert seen(success=True) == ([(2, 0, [2])], 0)    # a kept string has not crammed (yet)
+
+
 def test_ladder_slopes_fit_each_budget_read_at_every_m():
     """n50 = a*m + b per budget of one run; a budget with strings open (or no n50) at some m says
     which m, and a run at one m, or another run, is not mixed in."""
@@ -730,6 +764,16 @@ def test_ladder_slopes_fit_each_budget_read_at_every_m():
     assert (two[2]["slope"], two[2]["why"]) == (None, "no n50 located at m = 2")
     assert stats.propagated_slope_stderr([1, 3], [2.0, 2.0]) == pytest.approx(math.hypot(2, 2) / 2)
     assert math.isnan(stats.propagated_slope_stderr([1, 1], [2.0, 2.0]))
+    assert math.isnan(stats.propagated_slope_stderr([1, 2, 3], [1.0, math.inf, 1.0]))   # no point dropped
+    # three m: the unweighted slope's own spread, a = sum c_i y_i, c = (m - 7/3) / (42/9)
+    c = [(m - 7 / 3) / (42 / 9) for m in (1, 2, 4)]
+    want = math.sqrt(sum((ci * se) ** 2 for ci, se in zip(c, (0.5, 1.0, 3.0))))
+    assert want == pytest.approx(1.0833, abs=1e-4)
+    assert stats.propagated_slope_stderr([1, 2, 4], [0.5, 1.0, 3.0]) == pytest.approx(want)
+    rng = __import__("numpy").random.default_rng(0)       # and by simulation: the fitted slopes' spread
+    draws = [stats.fit_slope([1, 2, 4], [10 + rng.normal(0, se) for se in (0.5, 1.0, 3.0)]).slope
+             for _ in range(4000)]
+    assert __import__("numpy").std(draws) == pytest.approx(want, rel=0.05)
 
 
 def test_a_smaller_patience_read_from_a_real_run_is_the_run_with_that_patience():
