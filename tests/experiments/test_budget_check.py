@@ -776,7 +776,7 @@ def test_ladder_slopes_fit_each_budget_read_at_every_m():
     assert __import__("numpy").std(draws) == pytest.approx(want, rel=0.05)
 
 
-def test_a_smaller_patience_read_from_a_real_run_is_the_run_with_that_patience():
+def test_a_smaller_patience_read_from_a_real_run_is_the_run_with_that_patience(tmp_path):
     """SmolLM2-135M, the same 42 random-token strings crammed twice under [A]'s protocol (the
     committed snapshots of two long runs): once with patience 500 (`smol-paper-tokens`), once with
     patience 1500 (`smol-tokens-9k`, still going when a snapshot was taken). Read from the second
@@ -786,9 +786,13 @@ def test_a_smaller_patience_read_from_a_real_run_is_the_run_with_that_patience()
     from accesslib.results.bundles import patience_stop
     from accesslib.results.store import target_hash
 
+    import shutil
+
     stores = Path(__file__).resolve().parents[2] / "benchmarks" / "runs" / "stores"
-    five = {r["target_hash"]: r for r in ResultsStore(stores / "smol-paper-tokens.sqlite").rows()}
-    long = ResultsStore(stores / "smol-tokens-9k.sqlite")
+    for name in ("smol-paper-tokens.sqlite", "smol-tokens-9k.sqlite"):     # opened as copies: never written
+        shutil.copyfile(stores / name, tmp_path / name)
+    five = {r["target_hash"]: r for r in ResultsStore(tmp_path / "smol-paper-tokens.sqlite").rows()}
+    long = ResultsStore(tmp_path / "smol-tokens-9k.sqlite")
     rows = {r["target_hash"]: r for r in long.rows(m=1)}          # (its m = 2 strings come later)
     kept = {target_hash(k["ids"]): k for k in kept_states(long)["states"] if k["m"] == 1}
     assert len(five) == 42 and set(five) == set(rows) | set(kept)
