@@ -734,6 +734,13 @@ def test_row_filters_apply_to_kept_strings_as_to_their_rows(tmp_path):
     assert seen(success=True) == ([(2, 0, [2])], 0)    # a kept string has not crammed (yet)
 
 
+def test_a_shift_near_the_threshold_is_printed_with_two_decimals():
+    from accesslib.cli import _shift
+
+    assert (_shift(1.02), _shift(0.98), _shift(-0.97)) == ("+1.02", "+0.98", "-0.97")   # never "+1.0" twice
+    assert (_shift(3.71), _shift(0.6), _shift(1.05)) == ("+3.7", "+0.6", "+1.1")
+
+
 def test_ladder_slopes_fit_each_budget_read_at_every_m():
     """n50 = a*m + b per budget of one run; a budget with strings open (or no n50) at some m says
     which m, and a run at one m, or another run, is not mixed in."""
@@ -782,11 +789,11 @@ def test_a_smaller_patience_read_from_a_real_run_is_the_run_with_that_patience(t
     patience 1500 (`smol-tokens-9k`, still going when a snapshot was taken). Read from the second
     run's accuracy histories, patience 500 (with 3000 steps) crams exactly the strings the first
     run crammed, at the same steps, and stops every other one at the step where it stopped."""
+    import shutil
+
     from accesslib.engine.cramming import kept_states
     from accesslib.results.bundles import patience_stop
     from accesslib.results.store import target_hash
-
-    import shutil
 
     stores = Path(__file__).resolve().parents[2] / "benchmarks" / "runs" / "stores"
     for name in ("smol-paper-tokens.sqlite", "smol-tokens-9k.sqlite"):     # opened as copies: never written
