@@ -131,7 +131,7 @@ def remeasured_html(bundle) -> str:
     lines = []
     for rec in bundle.get("remeasured") or []:
         settings = rec.get("settings") or {}
-        label, text = bundles.budget_status(rec)
+        label = bundles.budget_status(rec)[0]
         ladder = bundles.ladder_text(rec, own="the run's")
         lad_m = (rec.get("budget_ladder") or {}).get("m") if ladder else None
         per_m = "; ".join(f"m = {m}: {bundles.rung_n50_text(r)}" for m, r, _ in bundles.remeasure_rungs(rec) if m != lad_m)
