@@ -715,7 +715,7 @@ def _ladder_comparisons(rungs) -> list[str]:
     """Each rung against the first with 3x its steps (:data:`bundling.LADDER_FACTOR`): moved or not,
     in combined standard errors, also where the larger one still has strings open."""
     from accesslib.experiments.bundling import LADDER_FACTOR, open_rung_moved, rungs_moved
-    from accesslib.results.bundles import binding_shared_patience
+    from accesslib.results.bundles import binding_shared_patience, shift_text
 
     out = []
     for i, a in enumerate(rungs):
@@ -728,7 +728,7 @@ def _ladder_comparisons(rungs) -> list[str]:
             rg = b.get("n50_range") or {}
             if moved:
                 left = (f" ({rg['unlocated']} of the {rg['ways']} ways locate no n50)" if rg.get("unlocated") else "")
-                out.append(f"{pair} moved, by at least {_shift(shift)} combined stderr, however the open strings "
+                out.append(f"{pair} moved, by at least {shift_text(shift)} combined stderr, however the open strings "
                            f"end{left}")
             else:
                 out.append(f"{pair} not decided while strings are open")
@@ -737,18 +737,12 @@ def _ladder_comparisons(rungs) -> list[str]:
         if moved is None:
             out.append(f"{pair} cannot tell (no n50 located on one side)")
         else:
-            size = "" if shift is None else f" ({'at least ' if bound else ''}{_shift(shift)} combined stderr)"
+            size = "" if shift is None else f" ({'at least ' if bound else ''}{shift_text(shift)} combined stderr)"
             same = binding_shared_patience(a, b)
             out.append(f"{pair} {'moved' if moved else 'did not move'}{size}"
                        + (f", at the same patience ({same:,}): the patience was not checked"
                           if same is not None and not moved else ""))
     return out
-
-
-def _shift(shift: float) -> str:
-    """A shift in combined stderrs: "+3.7"; two decimals near the threshold of 1, so that a shift
-    just past it never reads "+1.0" (moved) beside one just below it (not moved)."""
-    return f"{shift:+.2f}" if 0.95 <= abs(shift) < 1.05 else f"{shift:+.1f}"
 
 
 def _plural(k: int, word: str) -> str:

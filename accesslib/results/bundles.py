@@ -327,6 +327,12 @@ def open_range_text(rung: dict) -> str:
     return text
 
 
+def shift_text(shift: float) -> str:
+    """A shift in combined stderrs: "+3.7"; two decimals near the threshold of 1, so that a shift
+    just past it never reads "+1.0" (moved) beside one just below it (not moved)."""
+    return f"{shift:+.2f}" if 0.95 <= abs(shift) < 1.05 else f"{shift:+.1f}"
+
+
 def rung_shift_text(rung: dict) -> str:
     """A ladder rung's comparison: "yes (+3.3)", "no (+0.1)", "yes (at least +2.0)" against a
     one-sided bound, "yes" where two bounds cannot meet, "-" without a comparison."""
@@ -335,7 +341,7 @@ def rung_shift_text(rung: dict) -> str:
     word = "yes" if rung["moved"] else "no"
     if rung.get("shift") is None:
         return word
-    return f"{word} ({'at least ' if rung.get('shift_is_bound') else ''}{rung['shift']:+.1f})"
+    return f"{word} ({'at least ' if rung.get('shift_is_bound') else ''}{shift_text(rung['shift'])})"
 
 
 def rung_budget(rung: dict, rungs) -> str:

@@ -735,10 +735,14 @@ def test_row_filters_apply_to_kept_strings_as_to_their_rows(tmp_path):
 
 
 def test_a_shift_near_the_threshold_is_printed_with_two_decimals():
-    from accesslib.cli import _shift
+    from accesslib.results.bundles import rung_shift_text
+    from accesslib.results.bundles import shift_text as _shift
 
     assert (_shift(1.02), _shift(0.98), _shift(-0.97)) == ("+1.02", "+0.98", "-0.97")   # never "+1.0" twice
     assert (_shift(3.71), _shift(0.6), _shift(1.05)) == ("+3.7", "+0.6", "+1.1")
+    # the tables of docs and notebook 03 word it the same way as the CLI
+    assert rung_shift_text({"moved": True, "shift": 1.02}) == "yes (+1.02)"
+    assert rung_shift_text({"moved": False, "shift": 0.98}) == "no (+0.98)"
 
 
 def test_ladder_slopes_fit_each_budget_read_at_every_m():
