@@ -214,7 +214,7 @@ def test_an_m2_run_follows_its_m1_run_on_the_same_store(tmp_path):
     calls, live = _calls(tmp_path), tmp_path / "live"
     assert " --m 1 --" in calls[0] and calls[0].endswith(
         f"--store {live}/smol-glove-9k.sqlite --out {live}/smol-glove-9k-bundle")
-    assert " --m 1 2 --" in calls[2] and " --lengths 1:10,16,24,34,46 2:34,46,62,82 " in calls[2]
+    assert " --m 1 2 --" in calls[2] and " --lengths 1:10,16,24,34,46 2:24,34,46,62,82 " in calls[2]
     assert calls[2].endswith(f"--threads 1 --store {live}/smol-glove-9k.sqlite --out {live}/smol-glove-9k-m2-bundle")
     assert calls[3] == (f"scripts/make_bundles.py --add-budget-ladder smollm2-135m --ladder 1000/500 3000/500 "
                         f"--store {live}/smol-glove-9k.sqlite --out {live}/smol-glove-9k-m2-bundle")

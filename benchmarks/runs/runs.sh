@@ -39,9 +39,11 @@
 #   smol-glove-9k-m2, smol-tokens-9k-m2   m = 1 and 2 in the store of the m = 1 run (its strings are
 #                 read back, m = 2 is crammed): one bundle with both curves and their slope, the
 #                 m = 2 rungs read as the m = 1 ones are; each waits for its m = 1 run, so chain
-#                 them after it (start smol-glove-9k,smol-glove-9k-m2 ...); m = 2 at n = 34, 46, 62,
-#                 82 (words) and 17, 24, 32, 42, 54 (tokens) x 6: twice the m = 1 grid's reach, since
-#                 at 9000 / 1500 m = 1 reached n50 30.7 (words) and 15 to 32 (tokens, still open)
+#                 them after it (start smol-glove-9k,smol-glove-9k-m2 ...); m = 2 at n = 24, 34, 46,
+#                 62, 82 (words) and 12, 17, 24, 32, 42, 54 (tokens) x 6: up to twice the m = 1 grid's
+#                 reach, since at 9000 / 1500 m = 1 reached n50 30.7 (words) and 15 to 32 (tokens,
+#                 still open); the shortest (24 and 12, added at step ~1100 of the words run, when
+#                 1000 / 500 had crammed only 3 of 6 at 34) keep n50 inside the grid at 1000 / 500
 # A run under [A]'s protocol that ends well is followed by its budget ladder (1000 and, for
 # SmolLM2, 3000 steps), read from its own strings: its bundle in scratch/runs/NAME-bundle/ has it.
 set -euo pipefail
@@ -68,9 +70,9 @@ args() {   # the make_bundles.py arguments of each run
     gemma-9k) echo "--models gemma-3-270m --m 1 --samples 6 --source glove100k --add-special-tokens
       --protocol paper --max-steps 9000 --patience 1500 --search grid --lengths 1:6,9,12,18,24,32 --no-geometry";;
     smol-glove-9k-m2) echo "--models smollm2-135m --m 1 2 --samples 6 --source glove100k --bos --protocol paper
-      --max-steps 9000 --patience 1500 --search grid --lengths 1:10,16,24,34,46 2:34,46,62,82 --no-geometry";;
+      --max-steps 9000 --patience 1500 --search grid --lengths 1:10,16,24,34,46 2:24,34,46,62,82 --no-geometry";;
     smol-tokens-9k-m2) echo "--models smollm2-135m --m 1 2 --samples 6 --source tokens --bos --protocol paper
-      --max-steps 9000 --patience 1500 --search grid --lengths 1:6,9,12,17,22,27,32 2:17,24,32,42,54
+      --max-steps 9000 --patience 1500 --search grid --lengths 1:6,9,12,17,22,27,32 2:12,17,24,32,42,54
       --no-geometry";;
     *) echo "unknown run '$1' (one of: $RUNS)" >&2; exit 2;;
   esac
