@@ -115,13 +115,25 @@ def remeasured_points(bundle) -> list[tuple]:
     """The model's n50 measured again by other runs (the bundle's ``remeasured``,
     :func:`accesslib.results.bundles.add_remeasure`) as (m, n50, stderr, label), from
     :func:`accesslib.results.bundles.remeasure_rungs`, labelled with the run's targets and the budget ("[A]'s words, 3,000 /
-    500")."""
+    500"); a run's budgets with the same n50 and stderr at one m share one marker ("random tokens,
+    3,000 / 500 = 9,000 / 500")."""
     out = []
     for rec in bundle.get("remeasured") or []:
         short = SHORT_TARGETS.get(rec.get("source"), str(rec.get("source")))
-        points = [_rung_point(m, r, f"{short}, {words}") for m, r, words in bundles.remeasure_rungs(rec)]
+        groups = []   # [m, rung, [budget words]]: a larger budget that gave the same n50 joins the last
+        for m, r, words in bundles.remeasure_rungs(rec):
+            if groups and groups[-1][0] == m and _same_n50(groups[-1][1], r):
+                groups[-1][2].append(words)
+            else:
+                groups.append([m, r, [words]])
+        points = [_rung_point(m, r, f"{short}, {' = '.join(words)}") for m, r, words in groups]
         out += [p for p in points if p is not None]
     return out
+
+
+def _same_n50(a: dict, b: dict) -> bool:
+    """Whether two rungs give the same n50: the same value and stderr, or the same one-sided bound."""
+    return all(a.get(k) == b.get(k) for k in ("n50", "stderr", "n50_above", "n50_below"))
 
 
 def remeasured_html(bundle) -> str:

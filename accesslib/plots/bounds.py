@@ -283,31 +283,61 @@ def _model_legend(art):
 
 #: how far right of its m each further step budget's n50 is drawn (in m)
 LADDER_STEP = 0.13
+#: how far from its m the farthest of one m's markers may be drawn (in m): short of halfway to the
+#: next m, whose markers on the other side then never meet these
+LADDER_SPAN = 0.45
 
 
 def update_ladder(art, points, which: str = "ladder"):
     """Draw ``points`` [(m, n50, stderr, label), ...] as hollow markers right of their m, each
     named by its ``label``: ``which`` "ladder" (n50 of one m at other step budgets, in budget
-    order) or "remeasured" (the model measured again by other runs, drawn left of their m)."""
+    order) or "remeasured" (the model measured again by other runs, drawn left of their m).
+    Markers at one m are :data:`LADDER_STEP` apart, closer where more than fit in
+    :data:`LADDER_SPAN`."""
     for t in art[f"{which}_texts"]:
         t.remove()
     art[f"{which}_texts"] = []
     side = -1 if which == "remeasured" else 1
     ranks = [sum(1 for q in points[:i] if q[0] == p[0]) for i, p in enumerate(points)]   # k-th point at its m
-    xs = [p[0] + side * LADDER_STEP * (k + 1) for k, p in zip(ranks, points)]
+    step = min(LADDER_STEP, LADDER_SPAN / (max(ranks) + 1)) if points else LADDER_STEP   # closer where many
+    xs = [p[0] + side * step * (k + 1) for k, p in zip(ranks, points)]
     ys = [p[1] for p in points]
     set_errorbar(art[which], xs, ys, [p[2] or 0.0 for p in points])
     color = COLORS["paper_rule"] if which == "remeasured" else COLORS["measured"]
-    # stacked upwards at each m, so that labels of near n50 (a linear axis up to the ball bound)
-    # never overlap; the re-measurements' above the ladder's (drawn first) at the same m
-    ladder_ms = [p[0] for p in art["ladder_points"]] if which == "remeasured" else []
-    for k, x, (m, y, _, label) in zip(ranks, xs, points):
+    for x, (_, y, _, label) in zip(xs, points):
         art[f"{which}_texts"].append(art["ax"].annotate(
-            label, (x, y), xytext=(4, 4 + 9 * (k + ladder_ms.count(m))), textcoords="offset points", fontsize=7,
-            va="bottom", color=color, zorder=6))
+            label, (x, y), xytext=(4, LABEL_LIFT_PT), textcoords="offset points", fontsize=7,
+            va="bottom", color=color, zorder=6, bbox=LABEL_BOX))
     art[f"{which}_points"] = list(points)
+    _place_marker_labels(art)
     _model_legend(art)
     return art
+
+
+#: the least gap between two marker labels at one m, and a label's lift above its marker (points)
+LABEL_GAP_PT, LABEL_LIFT_PT = 9.0, 4.0
+#: a marker label's backing: readable where it crosses a bound line
+LABEL_BOX = dict(boxstyle="square,pad=0.05", fc="white", ec="none", alpha=0.75)
+
+
+def _place_marker_labels(art):
+    """Lift the labels of the ladder's and the re-measurements' markers (:func:`update_ladder`) so
+    that those at one m never overlap: each just above its marker where there is room, else
+    pushed up (or down, at the top) as little as its neighbours need, in the order of their n50
+    (:func:`spread_positions`). For the axes as they are now: call it again when they change."""
+    ax = art["ax"]
+    height = ax.bbox.height * 72.0 / ax.figure.dpi   # the axes' height in points
+    if height <= 0:
+        return
+    to_axes = ax.transAxes.inverted()
+    by_m = {}
+    for t, p in zip(art["ladder_texts"] + art["remeasured_texts"], art["ladder_points"] + art["remeasured_points"]):
+        by_m.setdefault(p[0], []).append(t)
+    for texts in by_m.values():
+        at = [to_axes.transform(ax.transData.transform(t.xy))[1] for t in texts]   # the markers, in axes height
+        pos = spread_positions([a + LABEL_LIFT_PT / height for a in at], LABEL_GAP_PT / height, high=0.97)
+        for t, a, y in zip(texts, at, pos):
+            t.xyann = (t.xyann[0], float((y - a) * height))
 
 
 #: the name suffix of a bound drawn at a measured precision ("ball, measured ε")

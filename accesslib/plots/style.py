@@ -157,11 +157,12 @@ def spread_positions(ys, gap, *, low=0.0, high=1.0):
     """Positions near ``ys`` (same order) at least ``gap`` apart, inside [low, high] when they fit.
 
     For labels placed at the ends of lines (axes fractions): the order of the lines is kept,
-    a label moves only as far as its neighbours push it. NaN stays NaN.
+    a label moves only as far as its neighbours push it; equal ys keep their given order. NaN
+    stays NaN.
     """
     ys = np.asarray(ys, dtype=float)
     out = ys.copy()
-    idx = [i for i in np.argsort(ys) if np.isfinite(ys[i])]
+    idx = [i for i in np.argsort(ys, kind="stable") if np.isfinite(ys[i])]   # ties keep their order
     if not idx:
         return out
     pos = [max(float(ys[i]), low) for i in idx]

@@ -450,14 +450,15 @@ def test_03_q7_gemma_against_the_published_slope():
 
 
 def test_03_q8_smollm2_remeasured_under_the_published_protocol():
-    """Q8: the orange squares on smollm2-135m are its re-measurement under [A]'s protocol with [A]'s
-    words, 9000 / 1500 with 3000 / 500 and 1000 / 500 read from the same strings; budget-limited."""
+    """Q8: the orange squares on smollm2-135m are its re-measurements under [A]'s protocol: with [A]'s
+    words, 9000 / 1500 with 3000 / 500 and 1000 / 500 read from the same strings (budget-limited);
+    with random tokens at [A]'s patience, 9000 steps cramming nothing more than 3000 (inconclusive)."""
     pytest.importorskip("torch")
     from accesslib.apps.nb03_predicted import PredictedApp
     from accesslib.results.bundles import budget_status
 
     app = PredictedApp(canvas="agg", model="smollm2-135m")
-    (rec,) = app.bundle["remeasured"]
+    rec, tok = (next(r for r in app.bundle["remeasured"] if r["source"] == s) for s in ("glove100k", "tokens"))
     assert rec["protocol"] == "paper" and rec["source"] == "glove100k"                  # [A]'s protocol, [A]'s list
     assert (rec["settings"]["max_steps"], rec["settings"]["patience"]) == (9000, 1500)   # three times [A]'s
     assert rec["settings"]["first_token_as_input"] and rec["settings"]["patience_on"] == "accuracy"   # [A]'s layout
@@ -474,7 +475,17 @@ def test_03_q8_smollm2_remeasured_under_the_published_protocol():
     assert rec["source"] != app.bundle["source"] and rec["settings"]["max_steps"] > app.bundle["settings"]["max_steps"]
     # drawn left of m = 1, apart on a log axis
     xs, ys = app.art["remeasured"].lines[0].get_data()
-    assert all(0 < x < 1 for x in xs) and sorted(round(y, 1) for y in ys) == [18.7, 20.1, 30.7]
+    assert all(0 < x < 1 for x in xs) and sorted(round(y, 1) for y in ys) == [10.5, 12.8, 18.7, 20.1, 30.7]
+    # the two lowest: random tokens, [A]'s protocol with [A]'s patience, 9000 steps
+    assert (tok["protocol"], tok["settings"]["max_steps"], tok["settings"]["patience"]) == ("paper", 9000, 500)
+    trungs = {r["max_steps"]: r for r in tok["budget_ladder"]["rungs"]}
+    assert {r["patience"] for r in trungs.values()} == {500}
+    assert [round(trungs[k]["n50"], 1) for k in (1000, 3000, 9000)] == [10.5, 12.8, 12.8]
+    assert trungs[3000]["successes"] == trungs[9000]["successes"]                    # nothing more crammed
+    labels = [t.get_text() for t in app.art["remeasured_texts"]]
+    assert sum(lab.startswith("random tokens") for lab in labels) == 2 and "random tokens, 3,000 / 500 = 9,000 / 500" in labels
+    assert budget_status(tok)[0] == "inconclusive" and "patience was not tripled" in budget_status(tok)[1]
     says(answers("03-predicted-vs-measured.ipynb"), "orange squares left of m = 1",
          "n50 at m = 1 is 18.7 with 1000 / 500, 20.1 with [A]'s 3000 / 500 and 30.7 with 9000 / 1500",
-         "(*budget-limited*)", "1.8 to 2.9 times the shipped 10.6")
+         "(*budget-limited*)", "1.8 to 2.9 times the shipped 10.6",
+         "10.5 with 1000 steps and 12.8 with 3000, and 9000 steps cram nothing more", "reads *inconclusive*")

@@ -330,7 +330,7 @@ def test_the_shipped_smollm2_bundle_shows_its_remeasurement_under_the_published_
     from accesslib.apps.nb03_predicted import remeasured_points
 
     b = bundles.load("cram", "smollm2-135m")
-    (rec,) = b["remeasured"]
+    (rec,) = [r for r in b["remeasured"] if r["source"] == "glove100k"]
     run = json.loads((ROOT / rec["origin"] / "cram-smollm2-135m.json").read_text())
     assert {k: rec[k] for k in bundles.REMEASURE_KEYS if k in run} == {k: run[k] for k in bundles.REMEASURE_KEYS
                                                                         if k in run}
@@ -342,9 +342,15 @@ def test_the_shipped_smollm2_bundle_shows_its_remeasurement_under_the_published_
     assert html.escape(bundles.ladder_text(rec, own="the run's")) in txt
     assert f"Step budget: <b>{bundles.budget_status(rec)[0]}</b>" in txt and "(the run&#x27;s)" in txt
     xs, ys = app.art["remeasured"].lines[0].get_data()
-    assert list(ys) == pytest.approx([r["n50"] for r in rungs]) and all(0.5 < x < 1 for x in xs)
-    assert [t.get_text() for t in app.art["remeasured_texts"]] == [
+    assert list(ys[:3]) == pytest.approx([r["n50"] for r in rungs]) and all(0.5 <= x < 1 for x in xs)
+    assert [t.get_text() for t in app.art["remeasured_texts"]][:3] == [
         f"[A]'s words, {r['max_steps']:,} / {r['patience']:,}" for r in rungs]
+    # and random tokens under [A]'s protocol (patience 500): 9000 steps crammed nothing 3000 had not
+    (tok,) = [r for r in b["remeasured"] if r["source"] == "tokens"]
+    assert (tok["protocol"], tok["settings"]["max_steps"], tok["settings"]["patience"]) == ("paper", 9000, 500)
+    assert [(round(y, 1), t.get_text()) for y, t in zip(ys[3:], app.art["remeasured_texts"][3:])] == [
+        (10.5, "random tokens, 1,000 / 500"), (12.8, "random tokens, 3,000 / 500 = 9,000 / 500")]
+    assert "uniform random token ids" in txt and "Step budget: <b>inconclusive</b>" in txt
     assert app.remeasured_points == remeasured_points(b)
     assert "n50 re-measured (another protocol or targets)" in [t.get_text() for t in
                                                                app.art["ax"].get_legend().get_texts()]
@@ -359,6 +365,7 @@ def test_remeasured_points_and_records():
     """A re-measurement's n50 by m at its budget, its ladder's rungs at the ladder's m; the record
     of the same source and settings is replaced, another model's refused."""
     from accesslib.apps.nb03_predicted import remeasured_html, remeasured_points
+    from accesslib.results.bundles import remeasure_record
 
     run = dict(kind="cram", model="x", source="tokens", protocol="paper", settings=dict(max_steps=900, patience=150),
                curves=[dict(m=1, n50=10.0, n50_stderr=1.0), dict(m=2, n50=None, n50_above=30),
@@ -381,6 +388,12 @@ def test_remeasured_points_and_records():
     with pytest.raises(ValueError, match="must be a cramming bundle with curves"):
         bundles.add_remeasure(b, dict(run, curves=[]), "runs/z")
     assert remeasured_points({}) == []
+    # a larger budget that gave the same n50 (nothing more crammed) shares the marker of the smaller
+    same = dict(run, budget_ladder=dict(m=1, rungs=[dict(max_steps=900, patience=50, n50=8.0, stderr=0.5, shipped=True),
+                                                    dict(max_steps=300, patience=50, n50=8.0, stderr=0.5),
+                                                    dict(max_steps=100, patience=50, n50=7.0, stderr=0.5)]))
+    assert remeasured_points(dict(remeasured=[remeasure_record(same, "o")]))[:2] == [
+        (1, 7.0, 0.5, "random tokens, 100 / 50"), (1, 8.0, 0.5, "random tokens, 300 / 50 = 900 / 50")]
     # a record without a patience, a ladder without rungs, or one at an m with no curve
     bare = dict(curves=[dict(m=2, n50=12.0, n50_stderr=1.0)], settings=dict(max_steps=500), source="tokens",
                 budget_ladder=dict(m=1, rungs=[dict(max_steps=500, patience=None, n50=6.0, stderr=0.5)]))
@@ -409,8 +422,32 @@ def test_remeasured_points_sit_beside_their_own_m():
     xs = art["remeasured"].lines[0].get_xdata()
     step = plots.bounds.LADDER_STEP
     assert list(xs) == pytest.approx([1 - step, 1 - 2 * step, 1 - 3 * step, 2 - step])
-    offsets = [t.xyann[1] for t in art["remeasured_texts"]]
-    assert offsets == [13, 22, 31, 4]          # above the ladder's one label at m = 1; from the bottom at m = 2
+
+    def label_bottoms():   # each label's bottom edge, in points above the axes' bottom, by m
+        height = ax.bbox.height * 72 / fig.dpi
+        out = {}
+        for t, p in zip(art["ladder_texts"] + art["remeasured_texts"], art["ladder_points"] + art["remeasured_points"]):
+            at = ax.transAxes.inverted().transform(ax.transData.transform(t.xy))[1] * height
+            out.setdefault(p[0], []).append((p[1], at, at + t.xyann[1]))
+        return out
+
+    for log in (False, True):   # a linear axis up to the ball bound puts n50 8 to 12 at one height
+        plots.bounds.update_model_bounds(art, {"ball": 40.0}, [1, 2], [9.0, 20.0], [0.5, 1.0], log=log)
+        plots.bounds.update_ladder(art, [(1, 9.0, 0.5, "ladder")])
+        plots.bounds.update_ladder(art, pts, "remeasured")
+        bottoms = label_bottoms()
+        assert sorted(bottoms) == [1, 2] and len(bottoms[1]) == 4
+        for labels in bottoms.values():   # in n50 order, 9 points apart at least, none below its marker's lift
+            ordered = sorted(labels)
+            assert [b for _, _, b in ordered] == sorted(b for _, _, b in ordered)
+            assert all(b2 - b1 >= 9 - 1e-6 for (_, _, b1), (_, _, b2) in zip(ordered, ordered[1:]))
+            assert all(b >= at + 4 - 1e-6 for _, at, b in labels)
+        assert bottoms[2][0][2] == pytest.approx(bottoms[2][0][1] + 4)   # alone at m = 2: just above its marker
+    # many at one m: drawn closer, all within LADDER_SPAN of m
+    many = [(1, 5.0 + k, 0.1, str(k)) for k in range(6)]
+    plots.bounds.update_ladder(art, many, "remeasured")
+    xs = art["remeasured"].lines[0].get_xdata()
+    assert min(xs) == pytest.approx(1 - plots.bounds.LADDER_SPAN) and len(set(xs)) == 6
     plt.close(fig)
 
 
