@@ -22,6 +22,8 @@ bundles (``--table-only`` does just that).
         --store gemma.sqlite   # [A]'s protocol: a smaller budget read from the bundle's own strings
     python scripts/make_bundles.py --add-remeasure benchmarks/runs/bundles/smol-glove-9k \
         # another run of a shipped model (its bundle's folder): kept in the shipped bundle
+    python scripts/make_bundles.py ... --protocol paper --max-steps 27000 --patience 4500 \
+        --extend-from 9000/1500 --store s.sqlite   # goes on from where the 9000 / 1500 run left each string
 """
 from __future__ import annotations
 
@@ -475,6 +477,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=int, default=None)
     p.add_argument("--patience", type=int, default=None)
     p.add_argument("--lr", type=float, default=None, help="override the protocol's learning rate")
+    p.add_argument("--extend-from", default=None, metavar="STEPS/PATIENCE",
+                   help="the strings a run with this smaller budget (same settings otherwise; a constant "
+                        "learning rate: --protocol paper) finished in --store go on from where it left "
+                        "them: the result of this budget from the start, for the steps beyond")
     p.add_argument("--bos", action="store_true",
                    help="put the model's BOS token before the memory (real models: attention sink)")
     p.add_argument("--add-special-tokens", action="store_true",
@@ -623,6 +629,13 @@ def main(argv=None):
                 p.error("--search grid needs --lengths")
             overrides["lengths"] = parse_lengths(a.lengths, a.m, p.error)
         store = ResultsStore(a.store) if a.store else ResultsStore()
+        extend_from = None
+        if a.extend_from:
+            parts = a.extend_from.split("/")
+            if len(parts) != 2 or not all(x.isdigit() and int(x) >= 1 for x in parts):
+                p.error(f"--extend-from: expected STEPS/PATIENCE, whole numbers >= 1 (e.g. 9000/1500); "
+                        f"got {a.extend_from}")
+            extend_from = dict(max_steps=int(parts[0]), patience=int(parts[1]))
         if any(n in embedded.names("mamba") for n in models):
             from accesslib.experiments.beyond import fast_mamba_scan
             fast_mamba_scan()   # same arithmetic as transformers' torch scan, O(L) backward
@@ -632,7 +645,7 @@ def main(argv=None):
                                              search=a.search, store=store, command=command,
                                              geometry=geometry, geometry_options=geometry_options,
                                              budget_check=a.budget_factor if a.with_budget_check else False,
-                                             **overrides)
+                                             extend_from=extend_from, **overrides)
             path = bundles.save(b, a.out)
             sl = b["slope"] or {}
             n50s = ", ".join(f"m={c['m']}: {c['n50']:.1f}" if c["n50"] is not None else f"m={c['m']}: -"

@@ -177,6 +177,7 @@ class StringResult:
     reason: str | None = None    # None on success; "patience" | "max_steps" | "non-finite loss"
     best_loss: float = float("nan")
     resumed_at: int = 0      # the step it went on from, kept by an interrupted run (0: from the start)
+    extended: bool = False   # resumed_at is where a run with a smaller budget finished it (submit's extend)
     #: [step, teacher-forced accuracy] at every step where the string's best accuracy rose (the
     #: first at step 0); None where unknown (resumed from a state kept before it was recorded).
     #: Enough to tell when any smaller patience on accuracy would have stopped it.
@@ -195,6 +196,7 @@ class CramResult:
     timings: dict = field(default_factory=dict)   # seconds: forward, backward, update, checks, greedy; syncs
     oom_retries: int = 0     # steps repeated with fewer rows per pass after an out-of-memory error
     resumed: int = 0         # strings that went on from a state an interrupted run kept (checkpoint)
+    extended: int = 0        # of those, strings that went on from where a smaller budget finished them
 
     @property
     def n_success(self) -> int:
@@ -428,12 +430,13 @@ BUCKET_MIN_PARAMS = 20_000_000
 
 class _Row:
     """One string's place in the queue and, once active, its optimisation state."""
-    __slots__ = ("index", "ids", "m", "tag", "init", "key", "resume", "resumed_at", "acc_history")
+    __slots__ = ("index", "ids", "m", "tag", "init", "key", "resume", "resumed_at", "acc_history", "extended")
 
     def __init__(self, index, ids, m, tag, init, key=None, resume=None):
         self.index, self.ids, self.m, self.tag, self.init = index, ids, m, tag, init
         self.key, self.resume = key, resume
         self.resumed_at = int(resume["step"]) if resume else 0
+        self.extended = bool(resume and resume.get("extended"))
         # StringResult.accuracy_history so far (a kept state from before it was recorded: unknown)
         self.acc_history = []
         if resume:
@@ -521,15 +524,21 @@ class CramSession:
         self._mid_step = False
         self._last_save = time.monotonic()
         self.resumed = 0
+        self.extended = 0   # strings that went on from where a smaller budget left them
+        self._schedule_before: dict = {}
         with torch.no_grad():
             self.pre = (self.emb(torch.tensor(prefix, device=self.dev)[None]) if prefix else None)
 
     # -- queue ------------------------------------------------------------------------------
-    def submit(self, ids, m, *, tag=None, where="targets", key: str | None = None) -> int:
+    def submit(self, ids, m, *, tag=None, where="targets", key: str | None = None,
+               extend: str | None = None) -> int:
         """Queue one target (a sequence of token ids) for m memory vectors; returns its index.
         ``where`` names the target in an error message. ``key`` (with a ``checkpoint``): the
         string's name in it; a state kept under it by an interrupted run with the same settings
-        resumes where that run stopped."""
+        resumes where that run stopped. ``extend``: the name of the same string in a finished run
+        with a smaller step budget or patience and otherwise the same settings (constant learning
+        rate only); where that run kept the state the string finished in (:meth:`_extended`), the
+        string goes on from it, exactly as if this run had crammed it from the start."""
         if not (isinstance(ids, torch.Tensor) and ids.dim() == 1 and ids.dtype == torch.long and ids.numel()):
             ids = _target_list([ids])[0]      # a row of a checked LongTensor is used as it is
         m = check_int("m", m, 1)
@@ -537,6 +546,8 @@ class CramSession:
         g = torch.Generator().manual_seed(string_seed(self.seed, ids.tolist()))
         init = torch.randn(m, self.d, generator=g) * self.std
         resume = self._kept(key, ids, m) if key is not None and self.checkpoint is not None else None
+        if resume is None and extend is not None and self.checkpoint is not None:
+            resume = self._extended(extend, ids, m)
         with self.lock:
             idx = self.next_index
             self.next_index += 1
@@ -826,8 +837,9 @@ class CramSession:
             self.timings["syncs"] += 1
         reasons: dict[int, str | None] = {}
         decoded: dict[int, torch.Tensor] = {}
+        self._schedule_before = {}
         if any_event:
-            flags = torch.stack([cand, finite, stale, maxed, better_acc]).cpu()
+            flags = torch.stack([cand, finite, stale, maxed, better_acc, check_ready]).cpu()
             rose = flags[4].nonzero().flatten().tolist()
             if rose:
                 acc_h = acc.cpu()
@@ -836,6 +848,10 @@ class CramSession:
                     if hist is not None:
                         hist.append([int(st["step"][r]), round(float(acc_h[r]), 6)])
             cand_l = flags[0].nonzero().flatten().tolist()
+            # a check that only the patience or the step budget called (not due yet): a run with a
+            # larger budget would not make it, so the state a string finishes in keeps the verify
+            # schedule from before it (:meth:`_final_states`)
+            self._schedule_before = {r: (st["next_check"][r], st["backoff"][r]) for r in cand_l if not flags[5][r]}
             if cand_l:
                 mem = st["memory"]
                 if self.verify:
@@ -926,7 +942,7 @@ class CramSession:
                 final_loss=float(lv[r]), token_accuracy=float(acc[r]), greedy_accuracy=gacc, greedy_ids=gl,
                 memory=mem[r, :row.m].detach().float().cpu().clone(), prefix_ids=list(self.prefix),
                 first_token_as_input=self.first, reason=reasons[r], best_loss=float(st["best"][r]),
-                resumed_at=row.resumed_at, accuracy_history=row.acc_history)
+                resumed_at=row.resumed_at, accuracy_history=row.acc_history, extended=row.extended)
             self.results[row.index] = res
             if self.on_string is not None:
                 self.on_string(res)
@@ -935,6 +951,28 @@ class CramSession:
             if row.key in self._saved_keys:   # finished (and stored by its tag): nothing to resume
                 self.checkpoint.drop_inflight([row.key])
                 self._saved_keys.discard(row.key)
+        self._final_states(reasons)
+
+    def _final_states(self, reasons):
+        """Keep, in a checkpoint that can (``save_final``), the state each finished keyed string
+        was in at the start of this step, before anything only its stop did: a run with a larger
+        budget redoes this step from it and goes on exactly as a fresh run would (:meth:`_extended`)."""
+        save = getattr(self.checkpoint, "save_final", None)
+        if not callable(save) or self.schedule not in (None, "constant"):   # a schedule: never gone on from
+            return
+        st = self._state
+        fp = self._fingerprint()
+        states = {}
+        for r in sorted(reasons):
+            row = st["rows"][r]
+            if row.key is None:
+                continue
+            nc, bo = self._schedule_before.get(r, (st["next_check"][r], st["backoff"][r]))
+            kept = self._state_of(r, fp, next_check=nc, backoff=bo)
+            buf = io.BytesIO()
+            torch.save(kept, buf)
+            states[row.key] = (buf.getvalue(), kept["step"])
+        save(states)
 
     # -- the loop ---------------------------------------------------------------------------
     def run(self, *, wait=None) -> None:
@@ -1000,19 +1038,54 @@ class CramSession:
         for j, r in enumerate(st["rows"]):
             if r.key is None:
                 continue
-            kept = dict(fingerprint=fp, ids=[int(t) for t in r.ids.tolist()], m=r.m,
-                        memory=st["memory"][j, :r.m].detach().float().cpu().clone(),
-                        exp_avg=st["exp_avg"][j, :r.m].float().cpu().clone(),
-                        exp_avg_sq=st["exp_avg_sq"][j, :r.m].float().cpu().clone(),
-                        best=float(st["best"][j]), best_acc=float(st["best_acc"][j]),
-                        best_step=int(st["best_step"][j]), tf_seen=bool(st["tf_seen"][j]),
-                        step=int(st["step"][j]), next_check=int(st["next_check"][j]),
-                        backoff=int(st["backoff"][j]), acc_history=r.acc_history)
+            kept = self._state_of(j, fp)
             buf = io.BytesIO()
             torch.save(kept, buf)
             states[r.key] = (buf.getvalue(), kept["step"])
         self.checkpoint.save_inflight(states)
         self._saved_keys |= set(states)
+
+    def _state_of(self, j: int, fp: dict, **override) -> dict:
+        """Active row ``j``'s whole optimisation state (what :meth:`_admit` resumes from)."""
+        st, r = self._state, self._state["rows"][j]
+        kept = dict(fingerprint=fp, ids=[int(t) for t in r.ids.tolist()], m=r.m,
+                    memory=st["memory"][j, :r.m].detach().float().cpu().clone(),
+                    exp_avg=st["exp_avg"][j, :r.m].float().cpu().clone(),
+                    exp_avg_sq=st["exp_avg_sq"][j, :r.m].float().cpu().clone(),
+                    best=float(st["best"][j]), best_acc=float(st["best_acc"][j]),
+                    best_step=int(st["best_step"][j]), tf_seen=bool(st["tf_seen"][j]),
+                    step=int(st["step"][j]), next_check=int(st["next_check"][j]),
+                    backoff=int(st["backoff"][j]),
+                    acc_history=None if r.acc_history is None else [list(p) for p in r.acc_history],
+                    extended=r.extended)
+        kept.update({k: int(v) for k, v in override.items()})
+        return kept
+
+    def _extended(self, key: str, ids, m: int):
+        """The state a finished run with a smaller budget kept for this string under ``key``
+        (:meth:`_final_states`), or None: none kept; or kept by a run whose settings differ from
+        this run's in more than the step budget and patience, whose step budget or patience is
+        larger than this run's, or with a learning-rate schedule (it follows the step budget); or
+        for another string or model. Such a state is left where it is (it is the other run's)."""
+        load = getattr(self.checkpoint, "load_final", None)
+        blob = load(key) if callable(load) else None
+        if blob is None or self.schedule not in (None, "constant"):
+            return None
+        try:
+            kept = torch.load(io.BytesIO(blob), weights_only=True)
+            theirs, mine = kept["fingerprint"], self._fingerprint()
+            ok = (set(theirs) == set(mine)
+                  and all(theirs[k] == mine[k] for k in mine if k not in ("max_steps", "patience"))
+                  and theirs["max_steps"] <= self.max_steps and theirs["patience"] <= self.patience
+                  and kept["ids"] == [int(t) for t in ids.tolist()] and kept["m"] == m
+                  and tuple(kept["memory"].shape) == (m, self.d))
+        except Exception:   # unreadable: a fresh start, never a wrong one
+            ok = False
+        if not ok:
+            return None
+        self.extended += 1
+        kept["extended"] = True
+        return kept
 
     def _kept(self, key: str, ids, m: int):
         """The state an interrupted run kept under ``key``, or None (none kept, or kept for other
@@ -1042,7 +1115,8 @@ class CramSession:
         settings.update(self.extra_settings)
         return CramResult(strings=strings, m=m, settings=settings, wall_time=time.perf_counter() - self.t0,
                           interrupted=self.interrupted, steps_run=self.steps_run, row_steps=self.row_steps,
-                          timings=dict(self.timings), oom_retries=self.oom_retries, resumed=self.resumed)
+                          timings=dict(self.timings), oom_retries=self.oom_retries, resumed=self.resumed,
+                          extended=self.extended)
 
 
 def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1e-2,
@@ -1050,7 +1124,7 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
          seed=0, autocast_dtype=None, init_std=None, on_step: Callable | None = None,
          on_string: Callable | None = None, stop=None, verify=True, eps=1e-8, batch_size=None,
          rows_per_pass=None, profile=False, patience_on="loss", lean=True, checkpoint=None,
-         checkpoint_every=60.0, init_scale="inputs") -> CramResult:
+         checkpoint_every=60.0, init_scale="inputs", extend=False) -> CramResult:
     """Cram target strings into m memory vectors each; see the module docstring.
 
     model: a transformers causal LM (a LoadedModel is unwrapped); its weights are not changed.
@@ -1085,6 +1159,11 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
         state of the strings still being crammed every ``checkpoint_every`` seconds and when the
         run stops or fails; the same call again resumes them where they were (same result as an
         uninterrupted run; a state kept for other settings or another model is not used).
+        It also keeps the state each string finished in.
+    extend: with a ``checkpoint``, each target goes on from the state an earlier cram of it with a
+        smaller ``max_steps`` or ``patience`` (the same settings otherwise, no schedule) finished it
+        in, where the checkpoint keeps one: the result is that of a cram with this budget from the
+        start, for the cost of the steps beyond the earlier one (``CramResult.extended`` counts them).
     """
     model = hf_model(model)
     check_token_ids("prefix_ids", prefix_ids)
@@ -1107,7 +1186,7 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
         key = None if checkpoint is None else "cram:" + hashlib.sha256(
             repr((int(mi), [int(t) for t in ids.tolist()])).encode()).hexdigest()
         session.submit(ids, int(mi), where="targets" if isinstance(targets, torch.Tensor) else f"targets[{i}]",
-                       key=key)
+                       key=key, extend=key if extend else None)
     lens = sorted({int(t.numel()) for t in tl})
     session.extra_settings = dict(m=ms[0] if len(set(ms)) == 1 else ms,
                                   n=lens[0] if len(lens) == 1 else lens, B=len(tl))

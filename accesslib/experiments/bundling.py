@@ -885,7 +885,7 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
                          protocol: str = "fast", search: str = "bisect", seed: int = 0, store=None,
                          examples: int = 3, progress: bool = True, command: str = "", geometry: bool = True,
                          geometry_options: dict | None = None, budget_check: bool | int = False,
-                         **cram_overrides) -> dict:
+                         extend_from: dict | None = None, **cram_overrides) -> dict:
     """Measure accessibility curves of ``model_name`` for each m and return the bundle dict.
 
     Uses :func:`accesslib.experiments.curves.accessibility_curve` (strings go to ``store`` when given,
@@ -896,7 +896,9 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
     measured too (:func:`accesslib.engine.geometry.geometry_report`), so the apps can draw the
     refined bounds; ``geometry`` may also be a geometry record measured before (a dict).
     With ``budget_check`` (True: factor 3, or the factor) the bundle's "budget_check" holds
-    :func:`budget_check` of the curves just measured (None when not checked).
+    :func:`budget_check` of the curves just measured (None when not checked). ``extend_from``
+    ({"max_steps": .., "patience": ..}): strings a run with that smaller budget finished in
+    ``store`` go on from where it left them (:func:`accessibility_curves`); the bundle records it.
     """
     from accesslib.experiments.curves import accessibility_curves
     from accesslib.models.loading import load_model
@@ -917,7 +919,7 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
     tick, on_step = bar_hooks(bar)
     cs = accessibility_curves(lm, [int(m) for m in ms], lengths, samples=samples, source=source, seed=seed,
                               store=store, search=search, protocol=protocol, on_string=tick, on_step=on_step,
-                              **kw)
+                              extend_from=extend_from, **kw)
     settings = cs[0].settings if cs else None
     for m, c in zip(ms, cs):
         curves.append(curve_record(c))
@@ -951,6 +953,8 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
                   created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                   hardware=hardware(), wall_time=round(time.perf_counter() - t0, 1), command=command,
                   budget_check=None)
+    if extend_from:   # its wall time is that of the steps beyond the smaller budget
+        bundle["extended_from"] = dict(extend_from, strings=sum(c.strings_extended for c in cs))
     if budget_check:
         # the module's function (the keyword of the same name shadows it here)
         from accesslib.experiments.bundling import budget_check as check

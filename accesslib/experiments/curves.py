@@ -82,6 +82,27 @@ def hashed_settings(protocol: str | Mapping[str, Any] = "paper", overrides: Mapp
     return out
 
 
+def _extend_hash(extend_from, settings, protocol, overrides, text, store) -> str | None:
+    """The protocol hash of the earlier run that ``extend_from`` ({"max_steps": .., "patience":
+    ..}, either or both) names (:func:`accessibility_curves`), checked; None without one."""
+    if extend_from is None:
+        return None
+    if not isinstance(extend_from, Mapping) or not extend_from or \
+            set(extend_from) - {"max_steps", "patience"}:
+        fail("extend_from", "None or a dict of the earlier run's max_steps and/or patience", extend_from)
+    if store is None:
+        fail("extend_from", "given with a store (the earlier run's strings are kept there)", extend_from)
+    if settings.get("schedule") not in (None, "constant"):
+        fail("extend_from", "used with a constant learning rate only (a schedule follows the step budget, "
+             f"so a longer run is not the shorter one continued; this protocol has {settings.get('schedule')!r})",
+             extend_from)
+    for k, v in extend_from.items():
+        check_int(f"extend_from[{k!r}]", v, 1)
+        if v > int(settings[k]):
+            fail(f"extend_from[{k!r}]", f"at most this run's {k} ({settings[k]})", v)
+    return protocol_hash_for(protocol, {**dict(overrides), **dict(extend_from)}, text=text)
+
+
 def protocol_hash_for(protocol: str | Mapping[str, Any] = "paper", overrides: Mapping[str, Any] | None = None,
                       *, text: str | None = None) -> str:
     """The results store's ``protocol_hash`` of strings crammed with this protocol (a name of
@@ -320,6 +341,7 @@ class AccessibilityCurve:
     strings_crammed: int = 0    # crammed by this call
     strings_from_store: int = 0  # found in the store (resume)
     strings_resumed: int = 0     # crammed on from the state an interrupted run kept in the store
+    strings_extended: int = 0    # of those, from where a run with a smaller budget finished them
     wall_time: float = 0.0
     interrupted: bool = False
     engine: Any = field(default=None, repr=False)   # the engine's CramResult (timings, steps; no strings)
@@ -417,10 +439,17 @@ def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 
                          precision: float = 0.02, max_length: int = 1000, start: int | None = None,
                          on_string: Callable[[dict], None] | None = None, on_step=None, stop=None,
                          batch_size: int | None = None, rows_per_pass: int | None = None,
+                         extend_from: Mapping[str, int] | None = None,
                          **cram_overrides) -> list[AccessibilityCurve]:
     """:func:`accessibility_curve` for several m at once: one length search per m, all feeding one
     continuous-batching engine, so the pilot batches of every m fill its batch together.
-    ``lengths`` (search="grid") may be a dict {m: lengths}. Returns the curves in the order of ``ms``."""
+    ``lengths`` (search="grid") may be a dict {m: lengths}. Returns the curves in the order of ``ms``.
+
+    ``extend_from`` (with a ``store``): the ``max_steps`` and/or ``patience`` of an earlier run of
+    the same strings in that store with the same settings otherwise, no larger than this run's
+    (a constant learning rate only): each string goes on from the state that run finished it in,
+    where the store keeps it (:meth:`accesslib.engine.cramming.CramSession.submit`, ``extend``),
+    with exactly the result of a run from the start; the others are crammed from the start."""
     from accesslib.engine import targets as _targets
     from accesslib.engine.cramming import CramSession
 
@@ -469,6 +498,7 @@ def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 
     specials = bool(settings.get("add_special_tokens", False))
     hash_input = hashed_settings(protocol, cram_overrides, text=text)   # recorded with the rows
     ph = protocol_hash_for(protocol, cram_overrides, text=text)
+    ph_from = _extend_hash(extend_from, settings, protocol, cram_overrides, text, store)
     floor = 2 if first_as_input else 1   # the first target token is an input, not an output
     if specials:
         if tok is None:
@@ -540,6 +570,7 @@ def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 
                         got[(n, i)] = row["success"]
                         curve.strings_crammed += 1
                         curve.strings_resumed += res.resumed_at > 0
+                        curve.strings_extended += res.extended
                         if on_string is not None:
                             on_string(row)
                     finally:
@@ -548,7 +579,8 @@ def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 
 
             for n, i, tids, key, target_text in todo:
                 engine.submit(tids, m, tag=_Tag(done_fn(n, i, tids, key, target_text)),
-                              key=None if store is None else inflight_key(key))
+                              key=None if store is None else inflight_key(key),
+                              extend=None if ph_from is None else inflight_key(dict(key, protocol_hash=ph_from)))
             while not pending.event.wait(0.05):
                 if finished.is_set():
                     break

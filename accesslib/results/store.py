@@ -609,6 +609,7 @@ class ResultsStore:
             # strings still being crammed (added after schema 1 shipped: older files gain it here;
             # a reader that does not know it ignores it)
             self._retry_locked(conn, INFLIGHT_TABLE, "create the inflight table")
+            self._retry_locked(conn, FINAL_TABLE, "create the final-state table")
             have = {r[1] for r in conn.execute("PRAGMA table_info(strings)")}
             for c in _ADDED_COLUMNS:
                 if c not in have:
@@ -800,6 +801,34 @@ class ResultsStore:
         return [dict(key=k, steps=st, updated_at=t) for k, st, t in
                 self._query("SELECT key, steps, updated_at FROM inflight ORDER BY updated_at, key")]
 
+    # --- strings finished: where each stopped, so a larger budget can go on from there -----
+    def save_final(self, states: Mapping[str, tuple[bytes, int]]) -> None:
+        """Keep the optimisation state in which strings finished (``key -> (state bytes, steps
+        done)``, replacing what was kept under those keys), in one transaction: a run with a
+        larger step budget or patience goes on from it instead of starting again
+        (:meth:`accesslib.engine.cramming.CramSession.submit`, ``extend``)."""
+        if not states:
+            return
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        with self._connection() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany("INSERT OR REPLACE INTO final_states VALUES (?, ?, ?, ?)",
+                                 [(k, sqlite3.Binary(b), int(st), now) for k, (b, st) in states.items()])
+                conn.execute("COMMIT")
+            except BaseException:
+                _rollback(conn)
+                raise
+
+    def load_final(self, key: str) -> bytes | None:
+        """The state kept under ``key`` by :meth:`save_final`, or None."""
+        got = self._query("SELECT state FROM final_states WHERE key = ?", (key,))
+        return bytes(got[0][0]) if got else None
+
+    def finals(self) -> int:
+        """How many finished strings keep the state they finished in (:meth:`save_final`)."""
+        return int(self._query("SELECT COUNT(*) FROM final_states")[0][0])
+
     def has(self, key: Mapping[str, Any]) -> bool:
         """Whether the string with this key (the 7 key columns) is stored."""
         _require_key(key)
@@ -988,9 +1017,9 @@ class ResultsStore:
         return out
 
     def merge(self, other: str | os.PathLike) -> int:
-        """Copy every string (and recorded protocol) of the store file ``other`` that this store
-        does not hold yet (same key: kept once); returns how many strings were new. ``other`` is
-        only read."""
+        """Copy every string (and recorded protocol, and the state a string finished in) of the
+        store file ``other`` that this store does not hold yet (same key: kept once); returns how
+        many strings were new. ``other`` is only read."""
         other = Path(other)
         if not other.is_file():
             fail("other", "an existing results store file", str(other))
@@ -1014,6 +1043,9 @@ class ResultsStore:
                     if "protocols" in tables:
                         conn.execute("INSERT OR IGNORE INTO main.protocols SELECT protocol_hash, settings "
                                      "FROM other.protocols")
+                    if "final_states" in tables:   # where its strings finished: a larger budget goes on
+                        conn.execute("INSERT OR IGNORE INTO main.final_states SELECT key, state, steps, updated_at "
+                                     "FROM other.final_states")
                     after = conn.execute("SELECT COUNT(*) FROM main.strings").fetchone()[0]
                     conn.execute("COMMIT")
                 except BaseException:
@@ -1027,6 +1059,9 @@ class ResultsStore:
 #: strings still being crammed: their optimisation state, so an interrupted run resumes them
 INFLIGHT_TABLE = ("CREATE TABLE IF NOT EXISTS inflight (key TEXT PRIMARY KEY, state BLOB NOT NULL, "
                   "steps INTEGER, updated_at TEXT)")
+#: finished strings: the optimisation state each finished in, so a larger budget goes on from there
+FINAL_TABLE = ("CREATE TABLE IF NOT EXISTS final_states (key TEXT PRIMARY KEY, state BLOB NOT NULL, "
+               "steps INTEGER, updated_at TEXT)")
 
 
 def _rollback(conn):
