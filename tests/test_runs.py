@@ -24,13 +24,13 @@ def make_bundles(load_script):
 def test_every_run_is_a_valid_make_bundles_command(make_bundles):
     names = _runs("names").stdout.split()
     assert names == ["gemma-n50", "smol-tokens", "smol-paper-tokens", "smol-glove-9k", "smol-tokens-9k",
-                     "smol-glove-9k-m2", "smol-tokens-9k-m2", "gemma-9k"]
+                     "smol-glove-9k-m2", "smol-tokens-9k-m2", "gemma-9k", "smol-glove-27k", "smol-tokens-27k"]
     for name in names:
         r = _runs("args", name)
         assert r.returncode == 0, r.stderr
         argv = r.stdout.split()
         a = make_bundles.build_parser().parse_args(argv)          # SystemExit on any bad option
-        assert a.m == ([1, 2] if name.endswith("-m2") else [1]), name
+        assert a.m == ([1, 2] if name.endswith(("-m2", "-27k")) else [1]), name
         assert a.samples == 6 and a.search == "grid" and a.no_geometry, name
         for lengths in make_bundles.parse_lengths(a.lengths, a.m, pytest.fail).values():
             assert len(lengths) >= 4 and lengths == sorted(lengths), name
@@ -44,6 +44,14 @@ def test_every_run_is_a_valid_make_bundles_command(make_bundles):
         got = make_bundles.parse_lengths(two.lengths, two.m, pytest.fail)
         assert got[1] == make_bundles.parse_lengths(one.lengths, one.m, pytest.fail)[1]
         assert min(got[2]) >= 12 and max(got[2]) > max(got[1])
+    # a 27k run is its m = 2 run with 3x the steps and patience, gone on from where it left each string
+    for name in ("smol-glove", "smol-tokens"):
+        nine = make_bundles.build_parser().parse_args(_runs("args", f"{name}-9k-m2").stdout.split())
+        more = make_bundles.build_parser().parse_args(_runs("args", f"{name}-27k").stdout.split())
+        assert {k: v for k, v in vars(more).items() if k not in ("max_steps", "patience", "extend_from")} == \
+            {k: v for k, v in vars(nine).items() if k not in ("max_steps", "patience", "extend_from")}
+        assert (more.max_steps, more.patience, more.extend_from, nine.extend_from) == (27000, 4500, "9000/1500", None)
+        assert f"{nine.max_steps}/{nine.patience}" == more.extend_from
     gemma = make_bundles.build_parser().parse_args(_runs("args", "gemma-n50").stdout.split())
     # [A]'s protocol and layout, their own word list (docs/gemma.md, section 5)
     assert (gemma.models, gemma.protocol, gemma.source, gemma.add_special_tokens) == (
@@ -65,7 +73,7 @@ def test_every_run_is_a_valid_make_bundles_command(make_bundles):
 
 @pytest.mark.parametrize("argv, msg", [
     (["start", "gemma-n50,nope"], "unknown run 'nope' (one of: gemma-n50 smol-tokens smol-paper-tokens smol-glove-9k smol-tokens-9k "
-                                "smol-glove-9k-m2 smol-tokens-9k-m2 gemma-9k)"),
+                                "smol-glove-9k-m2 smol-tokens-9k-m2 gemma-9k smol-glove-27k smol-tokens-27k)"),
     (["args", "nope"], "unknown run 'nope'"),
 ])
 def test_unknown_runs_are_named_and_nothing_starts(argv, msg, tmp_path):
@@ -220,6 +228,21 @@ def test_an_m2_run_follows_its_m1_run_on_the_same_store(tmp_path):
                         f"--store {live}/smol-glove-9k.sqlite --out {live}/smol-glove-9k-m2-bundle")
     assert (live / "smol-glove-9k.sqlite").read_text() == "a committed snapshot"
     assert not (live / "smol-glove-9k-m2.sqlite").exists()
+
+
+def test_a_27k_run_goes_on_in_the_9k_runs_store(tmp_path):
+    """smol-tokens-27k writes to smol-tokens-9k's store (where the 9000 / 1500 run left its strings),
+    going on from there, and ends with its ladder down to [A]'s budget."""
+    env = _fake_env(tmp_path)
+    r = subprocess.run(["bash", str(RUNS), "start", "smol-tokens-27k"], capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    _wait(lambda: len(_calls(tmp_path)) == 2 and not list((tmp_path / "live").glob(".chain-*")))
+    calls, live = _calls(tmp_path), tmp_path / "live"
+    assert " --max-steps 27000 --patience 4500 --extend-from 9000/1500 " in calls[0]
+    assert calls[0].endswith(f"--store {live}/smol-tokens-9k.sqlite --out {live}/smol-tokens-27k-bundle")
+    assert calls[1] == (f"scripts/make_bundles.py --add-budget-ladder smollm2-135m --ladder 1000/500 3000/500 "
+                        f"9000/1500 --store {live}/smol-tokens-9k.sqlite --out {live}/smol-tokens-27k-bundle")
 
 
 def test_resume_starts_the_plans_chains_less_what_is_finished_or_running(tmp_path):

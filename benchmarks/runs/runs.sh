@@ -44,6 +44,12 @@
 #                 reach, since at 9000 / 1500 m = 1 reached n50 30.7 (words) and 15 to 32 (tokens,
 #                 still open); the shortest (24 and 12, added at step ~1100 of the words run, when
 #                 1000 / 500 had crammed only 3 of 6 at 34) keep n50 inside the grid at 1000 / 500
+#   smol-glove-27k, smol-tokens-27k   the *-9k-m2 runs with 3x their steps and patience (27000 /
+#                 4500), on the same store: each string the 9000 / 1500 run finished goes on from
+#                 where it left it (--extend-from 9000/1500; strings finished before 5 December
+#                 15:10 UTC kept no state and are crammed from the start); 9000 / 1500 and [A]'s
+#                 3000 / 500 are read from the same strings, so it is the 9000 / 1500 run's budget
+#                 check at m = 1 and 2
 # A run under [A]'s protocol that ends well is followed by its budget ladder (1000 and, for
 # SmolLM2, 3000 steps), read from its own strings: its bundle in scratch/runs/NAME-bundle/ has it.
 set -euo pipefail
@@ -54,6 +60,7 @@ LIVE=${RUNS_LIVE:-scratch/runs}              # the live stores, logs and bundles
 KEPT=${RUNS_KEPT:-benchmarks/runs/stores}    # their snapshots (tracked)
 PLAN=${RUNS_PLAN:-benchmarks/runs/plan}      # the chains `resume` starts (tracked)
 RUNS="gemma-n50 smol-tokens smol-paper-tokens smol-glove-9k smol-tokens-9k smol-glove-9k-m2 smol-tokens-9k-m2 gemma-9k"
+RUNS="$RUNS smol-glove-27k smol-tokens-27k"
 
 args() {   # the make_bundles.py arguments of each run
   case "$1" in
@@ -74,6 +81,7 @@ args() {   # the make_bundles.py arguments of each run
     smol-tokens-9k-m2) echo "--models smollm2-135m --m 1 2 --samples 6 --source tokens --bos --protocol paper
       --max-steps 9000 --patience 1500 --search grid --lengths 1:6,9,12,17,22,27,32 2:12,17,24,32,42,54
       --no-geometry";;
+    smol-glove-27k|smol-tokens-27k) args "${1%-27k}-9k-m2" | sed 's/--max-steps 9000 --patience 1500/--max-steps 27000 --patience 4500 --extend-from 9000\/1500/';;
     *) echo "unknown run '$1' (one of: $RUNS)" >&2; exit 2;;
   esac
 }
@@ -82,9 +90,10 @@ chain_has() {   # whether a chain running from the live folder has run $1 still 
   pgrep -f "$LIVE/\.chain-[^ ]*\.sh chain( [^ ]+)* $1( |\$)" >/dev/null
 }
 
-store_of() {   # the store a run writes to: its own, or (the *-m2 runs) that of its m = 1 run
+store_of() {   # the store a run writes to: its own, or (the *-m2 and *-27k runs) that of its m = 1 run
   case "$1" in
     *-m2) echo "${1%-m2}";;
+    *-27k) echo "${1%-27k}-9k";;
     *) echo "$1";;
   esac
 }
@@ -94,6 +103,7 @@ after_run() {   # what follows a finished run: under [A]'s protocol, the budget 
     gemma-n50) echo "--add-budget-ladder gemma-3-270m --ladder 1000/500";;
     gemma-9k) echo "--add-budget-ladder gemma-3-270m --ladder 1000/500 3000/500";;
     smol-paper-tokens|smol-*-9k|smol-*-9k-m2) echo "--add-budget-ladder smollm2-135m --ladder 1000/500 3000/500";;
+    smol-*-27k) echo "--add-budget-ladder smollm2-135m --ladder 1000/500 3000/500 9000/1500";;
   esac
 }
 
