@@ -677,6 +677,10 @@ def _run_store_summary(args) -> int:
         print(f"{len(kept)} strings kept mid-way (steps {steps[0]}-{steps[-1]}, last kept {kept[-1]['updated_at']}): "
               "the run that crammed them resumes them when started again")
         _print_kept_progress(store)
+    finals = store.finals()
+    if finals:
+        print(f"{finals} finished strings keep the state they finished in: a run of a constant learning rate with "
+              "more steps or patience goes on from it (make_bundles.py --extend-from STEPS/PATIENCE)")
     if not rows:
         return 0
     table = [("model", "m", "source", "protocol", "strings", "successes", "lengths", "n50 +- stderr")]

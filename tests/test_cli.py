@@ -250,6 +250,13 @@ def test_store_summary_names_the_protocols(tmp_path, capsys):
     assert out[-1].startswith("n50 above: of the finished strings only, a biased sample while strings are still "
                               "being crammed") and "accesslib store ladder" in out[-1]
     assert not any(line.startswith("n50 above") for line in lines)
+    assert not any("finished strings keep the state" in line for line in lines + out)
+    # finished strings that keep the state they finished in: a larger budget can go on from them
+    st.save_final({"c": (b"z", 300)})
+    assert main(["store", "summary", "--store", str(path)]) == 0
+    assert ("1 finished strings keep the state they finished in: a run of a constant learning rate with more "
+            "steps or patience goes on from it (make_bundles.py --extend-from STEPS/PATIENCE)"
+            ) in capsys.readouterr().out.splitlines()
 
 
 def test_store_merge(tmp_path, capsys):
@@ -259,6 +266,12 @@ def test_store_merge(tmp_path, capsys):
     assert main(["store", "merge", str(old.path), "--store", str(new)]) == 0
     assert capsys.readouterr().out == f"copied 80 new strings from {old.path} into {new} (80 in all)\n"
     assert ResultsStore(new).count() == 80
+    # with the states its strings finished in (a larger budget goes on from them), kept once
+    old.save_final({"a": (b"state a", 300), "b": (b"state b", 40)})
+    ResultsStore(new).save_final({"b": (b"ours", 50)})
+    assert main(["store", "merge", str(old.path), "--store", str(new)]) == 0
+    merged = ResultsStore(new)
+    assert merged.finals() == 2 and merged.load_final("a") == b"state a" and merged.load_final("b") == b"ours"
 
 
 def test_store_backup(tmp_path, capsys):
@@ -273,6 +286,9 @@ def test_store_backup(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.sqlite", "r.sqlite", "r.sqlite-shm", "r.sqlite-wal"]
     copy = ResultsStore(out)
     assert copy.count() == 80 and copy.load_inflight("a") == b"state"
+    st.save_final({"f": (b"final", 9000)})         # and the states finished strings keep
+    assert main(["store", "backup", str(out), "--store", str(st.path)]) == 0
+    assert ResultsStore(out).load_final("f") == b"final"
 
 
 @pytest.mark.parametrize("argv, msg", [
