@@ -471,7 +471,8 @@ class CramSession:
                  weight_decay=0.01, max_steps=3000, patience=500, schedule=None, seed=0,
                  autocast_dtype=None, init_std=None, on_step=None, on_string=None, stop=None,
                  verify=True, eps=1e-8, batch_size=None, rows_per_pass=None, profile=False,
-                 patience_on="loss", lean=True, checkpoint=None, checkpoint_every=60.0, init_scale="inputs"):
+                 patience_on="loss", lean=True, checkpoint=None, checkpoint_every=60.0, init_scale="inputs",
+                 keep_final=False):
         model = hf_model(model)
         check_token_ids("prefix_ids", prefix_ids)   # a str is not a list of ids ('12' is not [1, 2])
         prefix = token_ids(prefix_ids, "prefix_ids")
@@ -524,6 +525,7 @@ class CramSession:
         self._mid_step = False
         self._last_save = time.monotonic()
         self.resumed = 0
+        self.keep_final = bool(keep_final)   # keep the state each keyed string finished in (checkpoint)
         self.extended = 0   # strings that went on from where a smaller budget left them
         self._schedule_before: dict = {}
         with torch.no_grad():
@@ -954,12 +956,12 @@ class CramSession:
         self._final_states(reasons)
 
     def _final_states(self, reasons):
-        """Keep, in a checkpoint that can (``save_final``), the state each finished keyed string
-        was in at the start of this step, before anything only its stop did: a run with a larger
+        """With ``keep_final``, keep in a checkpoint that can (``save_final``) the state each
+        finished keyed string was in at the start of this step, before anything only its stop did: a run with a larger
         budget redoes this step from it and goes on exactly as a fresh run would (:meth:`_extended`)."""
         save = getattr(self.checkpoint, "save_final", None)
-        if not callable(save) or self.schedule not in (None, "constant"):   # a schedule: never gone on from
-            return
+        if not self.keep_final or not callable(save) or self.schedule not in (None, "constant"):
+            return   # (a schedule follows the step budget: never gone on from)
         st = self._state
         fp = self._fingerprint()
         states = {}
@@ -1124,7 +1126,7 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
          seed=0, autocast_dtype=None, init_std=None, on_step: Callable | None = None,
          on_string: Callable | None = None, stop=None, verify=True, eps=1e-8, batch_size=None,
          rows_per_pass=None, profile=False, patience_on="loss", lean=True, checkpoint=None,
-         checkpoint_every=60.0, init_scale="inputs", extend=False) -> CramResult:
+         checkpoint_every=60.0, init_scale="inputs", keep_final=False, extend=False) -> CramResult:
     """Cram target strings into m memory vectors each; see the module docstring.
 
     model: a transformers causal LM (a LoadedModel is unwrapped); its weights are not changed.
@@ -1159,7 +1161,9 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
         state of the strings still being crammed every ``checkpoint_every`` seconds and when the
         run stops or fails; the same call again resumes them where they were (same result as an
         uninterrupted run; a state kept for other settings or another model is not used).
-        It also keeps the state each string finished in.
+    keep_final: with a ``checkpoint`` and a constant learning rate, also keep the state each string
+        finished in (a few KB per string and memory vector: a float32 copy of the memory and its
+        two AdamW moments), so that a larger budget can go on from it (``extend``).
     extend: with a ``checkpoint``, each target goes on from the state an earlier cram of it with a
         smaller ``max_steps`` or ``patience`` (the same settings otherwise, no schedule) finished it
         in, where the checkpoint keeps one: the result is that of a cram with this budget from the
@@ -1181,7 +1185,7 @@ def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1
                           on_step=on_step, on_string=on_string, stop=stop, verify=verify, eps=eps,
                           batch_size=batch_size, rows_per_pass=rows_per_pass, profile=profile,
                           patience_on=patience_on, lean=lean, checkpoint=checkpoint,
-                          checkpoint_every=checkpoint_every, init_scale=init_scale)
+                          checkpoint_every=checkpoint_every, init_scale=init_scale, keep_final=keep_final)
     for i, (ids, mi) in enumerate(zip(tl, ms)):    # each target checked here, before anything runs
         key = None if checkpoint is None else "cram:" + hashlib.sha256(
             repr((int(mi), [int(t) for t in ids.tolist()])).encode()).hexdigest()

@@ -885,7 +885,7 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
                          protocol: str = "fast", search: str = "bisect", seed: int = 0, store=None,
                          examples: int = 3, progress: bool = True, command: str = "", geometry: bool = True,
                          geometry_options: dict | None = None, budget_check: bool | int = False,
-                         extend_from: dict | None = None, **cram_overrides) -> dict:
+                         extend_from: dict | None = None, keep_final: bool = True, **cram_overrides) -> dict:
     """Measure accessibility curves of ``model_name`` for each m and return the bundle dict.
 
     Uses :func:`accesslib.experiments.curves.accessibility_curve` (strings go to ``store`` when given,
@@ -899,6 +899,8 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
     :func:`budget_check` of the curves just measured (None when not checked). ``extend_from``
     ({"max_steps": .., "patience": ..}): strings a run with that smaller budget finished in
     ``store`` go on from where it left them (:func:`accessibility_curves`); the bundle records it.
+    ``keep_final`` (with a store): keep the state each string finished in, so that a larger budget
+    can go on from this run.
     """
     from accesslib.experiments.curves import accessibility_curves
     from accesslib.models.loading import load_model
@@ -919,7 +921,7 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
     tick, on_step = bar_hooks(bar)
     cs = accessibility_curves(lm, [int(m) for m in ms], lengths, samples=samples, source=source, seed=seed,
                               store=store, search=search, protocol=protocol, on_string=tick, on_step=on_step,
-                              extend_from=extend_from, **kw)
+                              extend_from=extend_from, keep_final=keep_final, **kw)
     settings = cs[0].settings if cs else None
     for m, c in zip(ms, cs):
         curves.append(curve_record(c))

@@ -439,7 +439,7 @@ def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 
                          precision: float = 0.02, max_length: int = 1000, start: int | None = None,
                          on_string: Callable[[dict], None] | None = None, on_step=None, stop=None,
                          batch_size: int | None = None, rows_per_pass: int | None = None,
-                         extend_from: Mapping[str, int] | None = None,
+                         extend_from: Mapping[str, int] | None = None, keep_final: bool = False,
                          **cram_overrides) -> list[AccessibilityCurve]:
     """:func:`accessibility_curve` for several m at once: one length search per m, all feeding one
     continuous-batching engine, so the pilot batches of every m fill its batch together.
@@ -449,7 +449,8 @@ def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 
     the same strings in that store with the same settings otherwise, no larger than this run's
     (a constant learning rate only): each string goes on from the state that run finished it in,
     where the store keeps it (:meth:`accesslib.engine.cramming.CramSession.submit`, ``extend``),
-    with exactly the result of a run from the start; the others are crammed from the start."""
+    with exactly the result of a run from the start; the others are crammed from the start. A run
+    keeps those states with ``keep_final`` (and a ``store``; a constant learning rate)."""
     from accesslib.engine import targets as _targets
     from accesslib.engine.cramming import CramSession
 
@@ -524,7 +525,7 @@ def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 
     # with a store, strings still being crammed are kept there (every minute, and when the run
     # stops or fails), so a run interrupted mid-string goes on where it was
     engine = CramSession(hf, seed=int(seed), on_step=on_step, stop=stop, batch_size=batch_size,
-                         rows_per_pass=rows_per_pass, checkpoint=store,
+                         rows_per_pass=rows_per_pass, checkpoint=store, keep_final=keep_final,
                          **{k: v for k, v in settings.items() if k != "add_special_tokens"})
     finished = threading.Event()      # the engine loop has returned (done, stopped or failed)
     t_start = time.perf_counter()

@@ -18,7 +18,7 @@ V = 64
 #: [A]'s rule (constant learning rate, patience on teacher-forced accuracy), small budgets; one
 #: string at a time, so that every run gives each string the same batch-mates (none): batch-mates
 #: change a row's float rounding (about 1e-7 here) in any run, extended or not
-KW = dict(seed=5, lr=5e-2, prefix_ids=[0], patience_on="accuracy", batch_size=1)
+KW = dict(seed=5, lr=5e-2, prefix_ids=[0], patience_on="accuracy", batch_size=1, keep_final=True)
 SHORT, LONG = dict(max_steps=30, patience=20), dict(max_steps=160, patience=40)
 
 
@@ -46,6 +46,11 @@ def test_a_larger_budget_goes_on_where_the_smaller_one_finished(neox, tmp_path):
     why = [s.reason for s in short.strings]
     assert "patience" in why and "max_steps" in why and None in why   # every way a string finishes
     assert store.finals() == len(T) and store.inflight() == []
+    other = ResultsStore(tmp_path / "other.sqlite")       # kept only when asked for (a few KB a string)
+    cram(neox, T, 1, checkpoint=other, **dict(KW, keep_final=False), **SHORT)
+    assert other.finals() == 0
+    cram(neox, T, 1, checkpoint=other, **KW, **SHORT, schedule="cosine")   # a schedule: never gone on from
+    assert other.finals() == 0
     fresh = cram(neox, T, 1, **KW, **LONG)
     assert [s.steps for s in fresh.strings] != [s.steps for s in short.strings]   # the budget matters here
     longer = cram(neox, T, 1, checkpoint=store, extend=True, **KW, **LONG)
@@ -140,7 +145,7 @@ def test_a_curve_goes_on_from_a_smaller_budget_in_its_store(tmp_path):
     """accessibility_curves(extend_from=...): the rows of a run with the larger budget, for the
     steps beyond the smaller one; the smaller run's rows stay as they were."""
     lm = load_model(embedded.DEFAULT)
-    kw = dict(samples=3, source="natural", search="grid", protocol="paper", seed=0, batch_size=1)
+    kw = dict(samples=3, source="natural", search="grid", protocol="paper", seed=0, batch_size=1, keep_final=True)
     lengths = {1: [6, 9]}
     path = tmp_path / "s.sqlite"
     accessibility_curves(lm, [1], lengths, store=path, max_steps=60, patience=10, **kw)

@@ -319,9 +319,10 @@ def test_every_engine_setting_of_cram_is_allowed_and_nothing_else():
     keys = set(spec_mod.engine_keys())
     assert keys - {"protocol", "add_special_tokens"} <= params   # the one target setting
     # lean: which forward runs (bit-identical results), not a setting of the measurement;
-    # checkpoint: the job's own store; extend: going on from a smaller budget, a choice of one run
+    # checkpoint: the job's own store; extend, keep_final: going on from a smaller budget, a choice
+    # of one run
     assert params - keys == {"model", "targets", "m", "seed", "on_step", "on_string", "stop", "lean", "checkpoint",
-                             "extend"}
+                             "extend", "keep_final"}
     good = {"protocol": "paper", "lr": 0.01, "betas": [0.9, 0.99], "weight_decay": 0.0, "max_steps": 10,
             "patience": 5, "schedule": "cosine", "first_token_as_input": True, "autocast_dtype": None,
             "init_std": 0.1, "verify": True, "eps": 1e-8, "prefix_ids": [0, 1]}

@@ -60,10 +60,11 @@ MAX_SEED = 2**32 - 1
 # cram() parameters a sweep's engine: may not set: the job sets them (m, seed), or they are
 # Python objects (callbacks, the model, the targets)
 # (lean: which forward runs, with bit-identical results: an implementation choice, not a setting;
-# checkpoint: the job's own results store keeps the strings still being crammed; extend: going on
-# from a smaller budget's finished strings, a choice of one run, not a setting of the measurement)
+# checkpoint: the job's own results store keeps the strings still being crammed; extend, keep_final:
+# going on from a smaller budget's finished strings, a choice of one run, not a setting of the
+# measurement)
 _ENGINE_RESERVED = ("model", "targets", "m", "seed", "on_step", "on_string", "stop", "lean", "checkpoint",
-                    "extend")
+                    "extend", "keep_final")
 # tiny_model's config overrides a sweep accepts besides its named parameters (any other key
 # would be set on the transformers config and silently do nothing)
 _TINY_CONFIG_KEYS = ("initializer_range",)
