@@ -156,7 +156,7 @@ def test_status_reads_the_9k_runs_ladder_and_patience_500(tmp_path):
     live = tmp_path / "live"
     assert _calls(tmp_path) == [f"-m accesslib store summary --by-length --store {live}/gemma-n50.sqlite",
                                 f"-m accesslib store summary --by-length --patience 500 --stalls --store {live}/smol-glove-9k.sqlite",
-                                f"-m accesslib store ladder --budget 1000/500 3000/500 --store {live}/smol-glove-9k.sqlite"]
+                                f"-m accesslib store ladder --budget 1000/500 3000/500 9000/1500 --store {live}/smol-glove-9k.sqlite"]
     assert "== gemma-n50 (stopped)" in r.stdout and "== smol-glove-9k (stopped)" in r.stdout
 
 

@@ -11,8 +11,9 @@
 #   bash benchmarks/runs/runs.sh status          finished strings per run, and what is running (the
 #                                                *-9k runs: also how many crammed with patience 500,
 #                                                the longest stalls of the crammed strings,
-#                                                and n50 at 1000 / 500 and 3000 / 500 read from the
-#                                                run so far: accesslib store ladder)
+#                                                and n50 at 1000 / 500, 3000 / 500 and (the 27k
+#                                                runs, on the same store) 9000 / 1500 read from
+#                                                the run so far: accesslib store ladder)
 #   bash benchmarks/runs/runs.sh stop            SIGTERM every run (each loses at most the last
 #                                                minute: unfinished strings are kept every minute)
 #   bash benchmarks/runs/runs.sh resume          start the chains of benchmarks/runs/plan that are
@@ -194,7 +195,7 @@ case "${1:-}" in
       case "$name" in *-9k) extra="--patience 500 --stalls";; esac
       # shellcheck disable=SC2086
       "$PY" -m accesslib store summary --by-length $extra --store "$live"
-      case "$name" in *-9k) "$PY" -m accesslib store ladder --budget 1000/500 3000/500 --store "$live";; esac
+      case "$name" in *-9k) "$PY" -m accesslib store ladder --budget 1000/500 3000/500 9000/1500 --store "$live";; esac
     done;;
   stop)   # the chains' shells first, so that no next run starts
     pkill -TERM -f "$LIVE/\.chain-.*\.sh chain" || true
