@@ -956,7 +956,8 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
                   hardware=hardware(), wall_time=round(time.perf_counter() - t0, 1), command=command,
                   budget_check=None)
     if extend_from:   # its wall time is that of the steps beyond the smaller budget
-        bundle["extended_from"] = dict(extend_from, strings=sum(c.strings_extended for c in cs))
+        bundle["extended_from"] = dict(extend_from, strings=sum(c.strings_extended for c in cs),
+                                       carried=sum(c.strings_carried for c in cs))
     if budget_check:
         # the module's function (the keyword of the same name shadows it here)
         from accesslib.experiments.bundling import budget_check as check

@@ -82,6 +82,43 @@ def hashed_settings(protocol: str | Mapping[str, Any] = "paper", overrides: Mapp
     return out
 
 
+def carries_up(row: Mapping[str, Any], smaller: Mapping[str, Any]) -> bool:
+    """Whether a string crammed under the budget of ``smaller`` (settings: max_steps, patience,
+    patience_on) is crammed at the very same step under any larger budget of the same settings
+    otherwise (a constant learning rate): it crammed before its steps ran out and before its
+    patience on accuracy was spent (from its accuracy history), so the greedy check that crammed it
+    was due anyway, and a larger budget follows the same trajectory up to it and makes it too. A
+    string that crammed at its last allowed step (that check may have been called by the stop
+    alone), or without a history, or under a patience on the loss, is not taken: it is crammed again."""
+    if not row.get("success") or smaller.get("patience_on") != "accuracy":
+        return False
+    hist, steps = row.get("accuracy_history"), row.get("steps")
+    if not hist or steps is None or steps >= int(smaller["max_steps"]):
+        return False
+    last_rise = max(int(h[0]) for h in hist if int(h[0]) <= steps)
+    return steps - last_rise < int(smaller["patience"])
+
+
+def carried_note(ph_from) -> str:
+    """The ``run_id`` of a row taken from a smaller budget's run (:func:`carries_up`)."""
+    return f"carried up from protocol {ph_from}"
+
+
+def _carry_up(store, key, ph_from, smaller, hash_input) -> bool:
+    """With an earlier run of a smaller budget (``ph_from``): store its row of ``key``'s string
+    under this run's protocol where :func:`carries_up` says this budget crams it at the same step;
+    True when it did."""
+    if ph_from is None:
+        return False
+    old = store.rows(memory=True, **dict(key, protocol_hash=ph_from))
+    if not old or not carries_up(old[0], smaller):
+        return False
+    row = {k: v for k, v in old[0].items() if k not in ("id", "memory_shape")}
+    row.update(protocol_hash=key["protocol_hash"], run_id=carried_note(ph_from))
+    store.add(row, settings=hash_input)
+    return True
+
+
 def _extend_hash(extend_from, settings, protocol, overrides, text, store) -> str | None:
     """The protocol hash of the earlier run that ``extend_from`` ({"max_steps": .., "patience":
     ..}, either or both) names (:func:`accessibility_curves`), checked; None without one."""
@@ -342,6 +379,7 @@ class AccessibilityCurve:
     strings_from_store: int = 0  # found in the store (resume)
     strings_resumed: int = 0     # crammed on from the state an interrupted run kept in the store
     strings_extended: int = 0    # of those, from where a run with a smaller budget finished them
+    strings_carried: int = 0     # taken as a run with a smaller budget crammed them (:func:`carries_up`)
     wall_time: float = 0.0
     interrupted: bool = False
     engine: Any = field(default=None, repr=False)   # the engine's CramResult (timings, steps; no strings)
@@ -449,8 +487,10 @@ def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 
     the same strings in that store with the same settings otherwise, no larger than this run's
     (a constant learning rate only): each string goes on from the state that run finished it in,
     where the store keeps it (:meth:`accesslib.engine.cramming.CramSession.submit`, ``extend``),
-    with exactly the result of a run from the start; the others are crammed from the start. A run
-    keeps those states with ``keep_final`` (and a ``store``; a constant learning rate)."""
+    with exactly the result of a run from the start; a string that run crammed before its budget
+    could have stopped it is taken as it is (:func:`carries_up`: the same step under any larger
+    budget; ``run_id`` says so); the others are crammed from the start. A run keeps those states
+    with ``keep_final`` (and a ``store``; a constant learning rate)."""
     from accesslib.engine import targets as _targets
     from accesslib.engine.cramming import CramSession
 
@@ -500,6 +540,7 @@ def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 
     hash_input = hashed_settings(protocol, cram_overrides, text=text)   # recorded with the rows
     ph = protocol_hash_for(protocol, cram_overrides, text=text)
     ph_from = _extend_hash(extend_from, settings, protocol, cram_overrides, text, store)
+    settings_from = None if ph_from is None else {**settings, **dict(extend_from)}
     floor = 2 if first_as_input else 1   # the first target token is an input, not an output
     if specials:
         if tok is None:
@@ -544,11 +585,13 @@ def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 
                     tids = ids[i].tolist()
                     key = dict(model=name, m=int(m), n=n, source=source, target_hash=target_hash(tids),
                                seed=int(seed), protocol_hash=ph)
-                    if store is not None and store.has(key):
+                    if store is not None and (store.has(key) or _carry_up(store, key, ph_from, settings_from,
+                                                                           hash_input)):
                         row = store.rows(**key)[0]
                         rows_by_n.setdefault(n, {})[i] = row
                         got[(n, i)] = bool(row["success"])
                         curve.strings_from_store += 1
+                        curve.strings_carried += row.get("run_id") == carried_note(ph_from)
                     else:
                         todo.append((n, i, tids, key, texts[i] if texts else None))
             pending = _Pending(len(todo))

@@ -9,7 +9,7 @@ import torch
 
 import accesslib.engine.cramming as cramming
 from accesslib.engine.cramming import cram
-from accesslib.experiments.curves import accessibility_curves
+from accesslib.experiments.curves import accessibility_curves, carried_note, carries_up, protocol_hash_for
 from accesslib.models import embedded
 from accesslib.models.loading import load_model, tiny_model
 from accesslib.results.store import ResultsStore
@@ -153,8 +153,13 @@ def test_a_curve_goes_on_from_a_smaller_budget_in_its_store(tmp_path):
                                  **kw)[0]
     longer = accessibility_curves(lm, [1], lengths, store=path, max_steps=240, patience=40,
                                   extend_from=dict(max_steps=60, patience=10), **kw)[0]
-    assert longer.strings_resumed == longer.strings_extended == 6
+    # the strings it crammed within its budget are taken as they are, the others go on
+    assert longer.strings_carried > 0 and longer.strings_extended == longer.strings_resumed > 0
+    assert longer.strings_carried + longer.strings_extended == 6
     assert (longer.successes, longer.totals) == (fresh.successes, fresh.totals)
+    carried = [r for r in ResultsStore(path).rows() if r["run_id"]]
+    assert len(carried) == longer.strings_carried and all(r["success"] for r in carried)
+    assert {r["run_id"] for r in carried} == {carried_note(protocol_hash_for("paper", dict(max_steps=60, patience=10)))}
 
     def rows(store, **where):
         return {(r["n"], r["sample"]): (r["success"], r["steps"], r["accuracy_history"])
@@ -197,10 +202,26 @@ def test_make_bundles_extend_from(tmp_path):
     run("--max-steps", "40", "--patience", "10", "--store", store, out="short")
     longer = run("--max-steps", "120", "--patience", "30", "--extend-from", "40/10", "--store", store, out="long")
     fresh = run("--max-steps", "120", "--patience", "30", "--store", str(tmp_path / "f.sqlite"), out="fresh")
-    assert longer["extended_from"] == dict(max_steps=40, patience=10, strings=4)
+    ext = longer["extended_from"]
+    assert (ext["max_steps"], ext["patience"], ext["strings"] + ext["carried"]) == (40, 10, 4)
     assert "extended_from" not in fresh
     assert [(c["successes"], c["totals"]) for c in longer["curves"]] == [(c["successes"], c["totals"])
                                                                          for c in fresh["curves"]]
     proc = subprocess.run(base + ["--max-steps", "120", "--extend-from", "40:10", "--store", store],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "--extend-from: expected STEPS/PATIENCE" in proc.stderr
+
+
+def test_which_crammed_strings_carry_up():
+    """A string crammed before its step budget ran out and before its patience on accuracy was spent
+    is crammed at the same step by any larger budget; one crammed at its last allowed step, or
+    without a history, or under a patience on the loss, is crammed again."""
+    small = dict(max_steps=100, patience=10, patience_on="accuracy")
+    row = dict(success=True, steps=50, accuracy_history=[[0, 0.0], [30, 0.5], [45, 1.0]])
+    assert carries_up(row, small)
+    assert not carries_up(dict(row, steps=55), small)                       # 10 steps since the last rise: stale
+    assert carries_up(dict(row, steps=54), small)
+    assert not carries_up(dict(row, steps=100, accuracy_history=[[0, 0.0], [99, 1.0]]), small)   # at its last step
+    assert not carries_up(dict(row, success=False), small)
+    assert not carries_up(dict(row, accuracy_history=None), small)
+    assert not carries_up(row, dict(small, patience_on="loss"))
