@@ -764,23 +764,30 @@ class ResultsStore:
         """Keep the optimisation state of strings still being crammed (``key -> (state bytes,
         steps done)``, replacing what was kept under those keys), in one transaction: an
         interrupted run resumes them (:class:`accesslib.engine.cramming.CramSession`)."""
+        self._save_states("inflight", states)
+
+    def _save_states(self, table: str, states: Mapping[str, tuple[bytes, int]]) -> None:
+        """``key -> (state bytes, steps)`` into ``table`` (inflight or final_states), one transaction."""
         if not states:
             return
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         with self._connection() as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                conn.executemany("INSERT OR REPLACE INTO inflight VALUES (?, ?, ?, ?)",
+                conn.executemany(f"INSERT OR REPLACE INTO {table} VALUES (?, ?, ?, ?)",
                                  [(k, sqlite3.Binary(b), int(st), now) for k, (b, st) in states.items()])
                 conn.execute("COMMIT")
             except BaseException:
                 _rollback(conn)
                 raise
 
+    def _load_state(self, table: str, key: str) -> bytes | None:
+        got = self._query(f"SELECT state FROM {table} WHERE key = ?", (key,))
+        return bytes(got[0][0]) if got else None
+
     def load_inflight(self, key: str) -> bytes | None:
         """The state kept under ``key`` by :meth:`save_inflight`, or None."""
-        got = self._query("SELECT state FROM inflight WHERE key = ?", (key,))
-        return bytes(got[0][0]) if got else None
+        return self._load_state("inflight", key)
 
     def drop_inflight(self, keys: Iterable[str]) -> None:
         """Forget the kept state of these strings (finished, or kept for settings that changed)."""
@@ -807,23 +814,11 @@ class ResultsStore:
         done)``, replacing what was kept under those keys), in one transaction: a run with a
         larger step budget or patience goes on from it instead of starting again
         (:meth:`accesslib.engine.cramming.CramSession.submit`, ``extend``)."""
-        if not states:
-            return
-        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        with self._connection() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.executemany("INSERT OR REPLACE INTO final_states VALUES (?, ?, ?, ?)",
-                                 [(k, sqlite3.Binary(b), int(st), now) for k, (b, st) in states.items()])
-                conn.execute("COMMIT")
-            except BaseException:
-                _rollback(conn)
-                raise
+        self._save_states("final_states", states)
 
     def load_final(self, key: str) -> bytes | None:
         """The state kept under ``key`` by :meth:`save_final`, or None."""
-        got = self._query("SELECT state FROM final_states WHERE key = ?", (key,))
-        return bytes(got[0][0]) if got else None
+        return self._load_state("final_states", key)
 
     def finals(self) -> int:
         """How many finished strings keep the state they finished in (:meth:`save_final`)."""
