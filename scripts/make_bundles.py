@@ -477,6 +477,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=int, default=None)
     p.add_argument("--patience", type=int, default=None)
     p.add_argument("--lr", type=float, default=None, help="override the protocol's learning rate")
+    p.add_argument("--keep-final", action="store_true",
+                   help="keep, in --store, the state each string finished in (a few KB per string and "
+                        "memory vector), so that a later run with a larger budget can --extend-from it")
     p.add_argument("--extend-from", default=None, metavar="STEPS/PATIENCE",
                    help="the strings a run with this smaller budget (same settings otherwise; a constant "
                         "learning rate: --protocol paper) finished in --store go on from where it left "
@@ -636,6 +639,10 @@ def main(argv=None):
                 p.error(f"--extend-from: expected STEPS/PATIENCE, whole numbers >= 1 (e.g. 9000/1500); "
                         f"got {a.extend_from}")
             extend_from = dict(max_steps=int(parts[0]), patience=int(parts[1]))
+            if a.protocol != "paper":
+                p.error(f"--extend-from needs a constant learning rate (--protocol paper); the {a.protocol} "
+                        "protocol's schedule follows the step budget, so a longer run is not the shorter one "
+                        "continued")
         if any(n in embedded.names("mamba") for n in models):
             from accesslib.experiments.beyond import fast_mamba_scan
             fast_mamba_scan()   # same arithmetic as transformers' torch scan, O(L) backward
@@ -645,7 +652,7 @@ def main(argv=None):
                                              search=a.search, store=store, command=command,
                                              geometry=geometry, geometry_options=geometry_options,
                                              budget_check=a.budget_factor if a.with_budget_check else False,
-                                             extend_from=extend_from, **overrides)
+                                             extend_from=extend_from, keep_final=a.keep_final, **overrides)
             path = bundles.save(b, a.out)
             sl = b["slope"] or {}
             n50s = ", ".join(f"m={c['m']}: {c['n50']:.1f}" if c["n50"] is not None else f"m={c['m']}: -"

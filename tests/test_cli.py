@@ -266,12 +266,20 @@ def test_store_merge(tmp_path, capsys):
     assert main(["store", "merge", str(old.path), "--store", str(new)]) == 0
     assert capsys.readouterr().out == f"copied 80 new strings from {old.path} into {new} (80 in all)\n"
     assert ResultsStore(new).count() == 80
-    # with the states its strings finished in (a larger budget goes on from them), kept once
-    old.save_final({"a": (b"state a", 300), "b": (b"state b", 40)})
+    # with the states its strings finished in (a larger budget goes on from them), kept once; a
+    # string this store holds already keeps its own state, or none (never another run's beside
+    # this store's row)
+    from accesslib.results.store import KEY_COLUMNS, inflight_key
+    held = inflight_key({c: old.rows()[0][c] for c in KEY_COLUMNS})
+    old.save_final({"a": (b"state a", 300), "b": (b"state b", 40), held: (b"their run's", 70)})
     ResultsStore(new).save_final({"b": (b"ours", 50)})
     assert main(["store", "merge", str(old.path), "--store", str(new)]) == 0
     merged = ResultsStore(new)
     assert merged.finals() == 2 and merged.load_final("a") == b"state a" and merged.load_final("b") == b"ours"
+    assert merged.load_final(held) is None
+    fresh = tmp_path / "fresh.sqlite"          # a store without the string takes its state with its row
+    assert main(["store", "merge", str(old.path), "--store", str(fresh)]) == 0
+    assert ResultsStore(fresh).load_final(held) == b"their run's"
 
 
 def test_store_backup(tmp_path, capsys):

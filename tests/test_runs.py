@@ -125,7 +125,7 @@ def test_a_chain_runs_one_after_the_other_and_resumes_from_a_snapshot(tmp_path):
     calls = _calls(tmp_path)
     live = tmp_path / "live"
     assert calls[0].startswith("scripts/make_bundles.py --models smollm2-135m") and "--source tokens" in calls[0]
-    assert calls[0].endswith(f"--threads 1 --store {live}/smol-tokens.sqlite --out {live}/smol-tokens-bundle")
+    assert calls[0].endswith(f"--threads 1 --keep-final --store {live}/smol-tokens.sqlite --out {live}/smol-tokens-bundle")
     assert "--source glove100k" in calls[1] and f"--store {live}/smol-glove-9k.sqlite" in calls[1]
     # the run without a live store started from its committed snapshot; the other from nothing
     assert (live / "smol-glove-9k.sqlite").read_text() == "a committed snapshot"
@@ -223,7 +223,8 @@ def test_an_m2_run_follows_its_m1_run_on_the_same_store(tmp_path):
     assert " --m 1 --" in calls[0] and calls[0].endswith(
         f"--store {live}/smol-glove-9k.sqlite --out {live}/smol-glove-9k-bundle")
     assert " --m 1 2 --" in calls[2] and " --lengths 1:10,16,24,34,46 2:24,34,46,62,82 " in calls[2]
-    assert calls[2].endswith(f"--threads 1 --store {live}/smol-glove-9k.sqlite --out {live}/smol-glove-9k-m2-bundle")
+    assert calls[2].endswith(f"--threads 1 --keep-final --store {live}/smol-glove-9k.sqlite "
+                             f"--out {live}/smol-glove-9k-m2-bundle")
     assert calls[3] == (f"scripts/make_bundles.py --add-budget-ladder smollm2-135m --ladder 1000/500 3000/500 "
                         f"--store {live}/smol-glove-9k.sqlite --out {live}/smol-glove-9k-m2-bundle")
     assert (live / "smol-glove-9k.sqlite").read_text() == "a committed snapshot"

@@ -614,6 +614,7 @@ class CramSession:
                 st[key] += per_row[key]
         for r in rows:
             self.resumed += r.resume is not None
+            self.extended += r.extended
             r.init = r.resume = None
         st["rows"] = allrows
         self._state = st
@@ -1085,8 +1086,7 @@ class CramSession:
             ok = False
         if not ok:
             return None
-        self.extended += 1
-        kept["extended"] = True
+        kept["extended"] = True   # counted when admitted (as resumed strings are)
         return kept
 
     def _kept(self, key: str, ids, m: int):

@@ -885,7 +885,7 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
                          protocol: str = "fast", search: str = "bisect", seed: int = 0, store=None,
                          examples: int = 3, progress: bool = True, command: str = "", geometry: bool = True,
                          geometry_options: dict | None = None, budget_check: bool | int = False,
-                         extend_from: dict | None = None, keep_final: bool = True, **cram_overrides) -> dict:
+                         extend_from: dict | None = None, keep_final: bool = False, **cram_overrides) -> dict:
     """Measure accessibility curves of ``model_name`` for each m and return the bundle dict.
 
     Uses :func:`accesslib.experiments.curves.accessibility_curve` (strings go to ``store`` when given,

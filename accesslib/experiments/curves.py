@@ -613,7 +613,7 @@ def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 
                         rows_by_n.setdefault(n, {})[i] = row
                         got[(n, i)] = row["success"]
                         curve.strings_crammed += 1
-                        curve.strings_resumed += res.resumed_at > 0
+                        curve.strings_resumed += res.resumed_at > 0 or res.extended   # (extended: also from step 0)
                         curve.strings_extended += res.extended
                         if on_string is not None:
                             on_string(row)

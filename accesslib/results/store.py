@@ -1013,8 +1013,9 @@ class ResultsStore:
 
     def merge(self, other: str | os.PathLike) -> int:
         """Copy every string (and recorded protocol, and the state a string finished in) of the
-        store file ``other`` that this store does not hold yet (same key: kept once); returns how
-        many strings were new. ``other`` is only read."""
+        store file ``other`` that this store does not hold yet (same key: kept once; a string this
+        store holds keeps its own final state, or none); returns how many strings were new.
+        ``other`` is only read."""
         other = Path(other)
         if not other.is_file():
             fail("other", "an existing results store file", str(other))
@@ -1034,13 +1035,20 @@ class ResultsStore:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     before = conn.execute("SELECT COUNT(*) FROM main.strings").fetchone()[0]
+                    # the strings this store holds already keep their own final state (or none), never
+                    # another run's beside this store's row of the same string
+                    mine = set()
+                    if "final_states" in tables:
+                        mine = {inflight_key(dict(zip(KEY_COLUMNS, r)))
+                                for r in conn.execute(f"SELECT {', '.join(KEY_COLUMNS)} FROM main.strings")}
                     conn.execute(f"INSERT OR IGNORE INTO main.strings ({cols}) SELECT {cols} FROM other.strings")
                     if "protocols" in tables:
                         conn.execute("INSERT OR IGNORE INTO main.protocols SELECT protocol_hash, settings "
                                      "FROM other.protocols")
                     if "final_states" in tables:   # where its strings finished: a larger budget goes on
-                        conn.execute("INSERT OR IGNORE INTO main.final_states SELECT key, state, steps, updated_at "
-                                     "FROM other.final_states")
+                        keys = [k for (k,) in conn.execute("SELECT key FROM other.final_states") if k not in mine]
+                        conn.executemany("INSERT OR IGNORE INTO main.final_states SELECT key, state, steps, updated_at "
+                                         "FROM other.final_states WHERE key = ?", [(k,) for k in keys])
                     after = conn.execute("SELECT COUNT(*) FROM main.strings").fetchone()[0]
                     conn.execute("COMMIT")
                 except BaseException:

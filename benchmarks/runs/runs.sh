@@ -121,7 +121,8 @@ run_one() {   # one run in the foreground, resumed from its committed snapshot o
     echo "$name: resuming from the committed snapshot" >> "$LIVE/$name.log"
   fi
   # shellcheck disable=SC2086
-  HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 "$PY" scripts/make_bundles.py $a --threads 1 \
+  # --keep-final: each string keeps the state it finished in, so a larger budget goes on from it
+  HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 "$PY" scripts/make_bundles.py $a --threads 1 --keep-final \
     --store "$LIVE/$store.sqlite" --out "$LIVE/$name-bundle" >> "$LIVE/$name.log" 2>&1 </dev/null
   a=$(after_run "$name")   # reached only when the run ended well (set -e): its bundle is written
   [ -z "$a" ] && return

@@ -199,7 +199,8 @@ def test_make_bundles_extend_from(tmp_path):
         return bundles.load("cram", embedded.DEFAULT, tmp_path / out)
 
     store = str(tmp_path / "s.sqlite")
-    run("--max-steps", "40", "--patience", "10", "--store", store, out="short")
+    run("--max-steps", "40", "--patience", "10", "--keep-final", "--store", store, out="short")
+    assert ResultsStore(store).finals() == 4
     longer = run("--max-steps", "120", "--patience", "30", "--extend-from", "40/10", "--store", store, out="long")
     fresh = run("--max-steps", "120", "--patience", "30", "--store", str(tmp_path / "f.sqlite"), out="fresh")
     ext = longer["extended_from"]
@@ -210,6 +211,13 @@ def test_make_bundles_extend_from(tmp_path):
     proc = subprocess.run(base + ["--max-steps", "120", "--extend-from", "40:10", "--store", store],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "--extend-from: expected STEPS/PATIENCE" in proc.stderr
+    fast = [x if x != "paper" else "fast" for x in base]          # a schedule: refused before anything runs
+    proc = subprocess.run(fast + ["--max-steps", "120", "--extend-from", "40/10", "--store", store],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "--extend-from needs a constant learning rate (--protocol paper)" in proc.stderr
+    # without --keep-final a run keeps no state (a few KB per string and vector)
+    run("--max-steps", "40", "--patience", "10", "--store", str(tmp_path / "k.sqlite"), out="nokeep")
+    assert ResultsStore(tmp_path / "k.sqlite").finals() == 0
 
 
 def test_which_crammed_strings_carry_up():
