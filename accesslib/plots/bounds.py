@@ -322,22 +322,40 @@ LABEL_BOX = dict(boxstyle="square,pad=0.05", fc="white", ec="none", alpha=0.75)
 
 def _place_marker_labels(art):
     """Lift the labels of the ladder's and the re-measurements' markers (:func:`update_ladder`) so
-    that those at one m never overlap: each just above its marker where there is room, else
-    pushed up (or down, at the top) as little as its neighbours need, in the order of their n50
-    (:func:`spread_positions`). For the axes as they are now: call it again when they change."""
+    that none overlaps another: labels whose spans across the axis meet (those at one m, and a long
+    one reaching the next m) are placed together, each just above its marker where there is room,
+    else pushed up (or down, at the top) as little as its neighbours need, in the order of their
+    n50 (:func:`spread_positions`). For the axes as they are now: call it again when they change."""
     ax = art["ax"]
+    texts = art["ladder_texts"] + art["remeasured_texts"]
     height = ax.bbox.height * 72.0 / ax.figure.dpi   # the axes' height in points
-    if height <= 0:
+    if height <= 0 or not texts:
         return
     to_axes = ax.transAxes.inverted()
-    by_m = {}
-    for t, p in zip(art["ladder_texts"] + art["remeasured_texts"], art["ladder_points"] + art["remeasured_points"]):
-        by_m.setdefault(p[0], []).append(t)
-    for texts in by_m.values():
-        at = [to_axes.transform(ax.transData.transform(t.xy))[1] for t in texts]   # the markers, in axes height
+    spans = sorted((_label_span(ax, t), k) for k, t in enumerate(texts))   # (x0, x1) in points, by x0
+    groups, right = [], -math.inf
+    for (x0, x1), k in spans:   # labels whose spans meet, directly or through others, form one group
+        if x0 > right:
+            groups.append([])
+        groups[-1].append(texts[k])
+        right = max(right, x1) if x0 <= right else x1
+    for group in groups:
+        at = [to_axes.transform(ax.transData.transform(t.xy))[1] for t in group]   # the markers, in axes height
         pos = spread_positions([a + LABEL_LIFT_PT / height for a in at], LABEL_GAP_PT / height, high=0.97)
-        for t, a, y in zip(texts, at, pos):
+        for t, a, y in zip(group, at, pos):
             t.xyann = (t.xyann[0], float((y - a) * height))
+
+
+def _label_span(ax, text) -> tuple[float, float]:
+    """(left, right) of a marker label across the figure, in points: its marker plus the label's
+    offset, and its width as drawn (estimated from its length where nothing can draw it)."""
+    dpi = ax.figure.dpi
+    x0 = ax.transData.transform(text.xy)[0] * 72.0 / dpi + text.xyann[0]
+    try:
+        width = text.get_window_extent(ax.figure.canvas.get_renderer()).width * 72.0 / dpi
+    except Exception:   # a canvas without a renderer
+        width = 0.6 * text.get_fontsize() * len(text.get_text())
+    return x0, x0 + width
 
 
 #: the name suffix of a bound drawn at a measured precision ("ball, measured ε")

@@ -423,31 +423,60 @@ def test_remeasured_points_sit_beside_their_own_m():
     step = plots.bounds.LADDER_STEP
     assert list(xs) == pytest.approx([1 - step, 1 - 2 * step, 1 - 3 * step, 2 - step])
 
-    def label_bottoms():   # each label's bottom edge, in points above the axes' bottom, by m
+    # labels as long as the real ones, which reach across markers at the same m
+    long = [(m, y, e, f"random tokens, {label} {y:,.0f} / 500") for m, y, e, label in pts]
+
+    def labels():   # (n50, marker's height, label's bottom edge; points above the axes' bottom), drawn extents
         height = ax.bbox.height * 72 / fig.dpi
-        out = {}
-        for t, p in zip(art["ladder_texts"] + art["remeasured_texts"], art["ladder_points"] + art["remeasured_points"]):
+        fig.canvas.draw()
+        texts = art["ladder_texts"] + art["remeasured_texts"]
+        rows = []
+        for t, p in zip(texts, art["ladder_points"] + art["remeasured_points"]):
             at = ax.transAxes.inverted().transform(ax.transData.transform(t.xy))[1] * height
-            out.setdefault(p[0], []).append((p[1], at, at + t.xyann[1]))
-        return out
+            rows.append((p[1], at, at + t.xyann[1]))
+        return rows, [t.get_window_extent() for t in texts]
 
     for log in (False, True):   # a linear axis up to the ball bound puts n50 8 to 12 at one height
         plots.bounds.update_model_bounds(art, {"ball": 40.0}, [1, 2], [9.0, 20.0], [0.5, 1.0], log=log)
-        plots.bounds.update_ladder(art, [(1, 9.0, 0.5, "ladder")])
-        plots.bounds.update_ladder(art, pts, "remeasured")
-        bottoms = label_bottoms()
-        assert sorted(bottoms) == [1, 2] and len(bottoms[1]) == 4
-        for labels in bottoms.values():   # in n50 order, 9 points apart at least, none below its marker's lift
-            ordered = sorted(labels)
-            assert [b for _, _, b in ordered] == sorted(b for _, _, b in ordered)
-            assert all(b2 - b1 >= 9 - 1e-6 for (_, _, b1), (_, _, b2) in zip(ordered, ordered[1:]))
-            assert all(b >= at + 4 - 1e-6 for _, at, b in labels)
-        assert bottoms[2][0][2] == pytest.approx(bottoms[2][0][1] + 4)   # alone at m = 2: just above its marker
+        plots.bounds.update_ladder(art, [(1, 9.0, 0.5, "1,500 steps, patience 300")])
+        plots.bounds.update_ladder(art, long, "remeasured")
+        rows, boxes = labels()
+        assert not [(i, j) for i in range(len(boxes)) for j in range(i) if boxes[i].overlaps(boxes[j])], log
+        assert all(b >= at + 4 - 1e-6 for _, at, b in rows)        # none below its marker's lift
+        at_one = sorted(r for r in rows[:4])                        # at m = 1: in the order of their n50
+        assert [b for _, _, b in at_one] == sorted(b for _, _, b in at_one)
+    # short labels that do not reach one another stay just above their markers
+    plots.bounds.update_ladder(art, [(1, 9.0, 0.5, "x")])
+    plots.bounds.update_ladder(art, pts, "remeasured")
+    rows, _ = labels()
+    assert all(b == pytest.approx(at + 4) for _, at, b in rows)
     # many at one m: drawn closer, all within LADDER_SPAN of m
     many = [(1, 5.0 + k, 0.1, str(k)) for k in range(6)]
     plots.bounds.update_ladder(art, many, "remeasured")
     xs = art["remeasured"].lines[0].get_xdata()
     assert min(xs) == pytest.approx(1 - plots.bounds.LADDER_SPAN) and len(set(xs)) == 6
+    plt.close(fig)
+
+
+def test_marker_labels_never_overlap_across_neighbouring_m():
+    """A label is wider than the gap between two m: labels at m = 1 and m = 2 whose spans meet are
+    placed together, so no two drawn labels overlap (on a linear axis up to the ball bound, where
+    n50 near one another sit at one height, and on a log axis)."""
+    import matplotlib.pyplot as plt
+
+    from accesslib import plots
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.3))
+    art = plots.bounds.plot_model_bounds(ax)
+    for log in (False, True):
+        plots.bounds.update_model_bounds(art, {"ball": 480.0}, [1, 2], [40.0, 60.0], [1.0, 1.0], log=log)
+        plots.bounds.update_ladder(art, [(1, 40.0, 1.0, "500 steps, patience 100"),
+                                         (1, 45.0, 1.0, "1,500 steps, patience 300")])
+        plots.bounds.update_ladder(art, [(2, 41.0, 1.0, "random tokens, 3,000 / 500"),
+                                         (2, 60.0, 1.0, "[A]'s words, 9,000 / 1,500")], "remeasured")
+        fig.canvas.draw()
+        boxes = [t.get_window_extent() for t in art["ladder_texts"] + art["remeasured_texts"]]
+        assert not [(i, j) for i in range(4) for j in range(i) if boxes[i].overlaps(boxes[j])], log
     plt.close(fig)
 
 
