@@ -102,6 +102,13 @@ def _add_cram(p: argparse.ArgumentParser):
                    help="strings optimised at once (default: 64 on cpu, from free memory on cuda)")
     p.add_argument("--threads", type=_POSITIVE_INT, help="torch CPU threads")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--keep-final", action="store_true",
+                   help="keep in the store the state each string finished in (a few KB per string and "
+                        "vector), so that a run with a larger budget can --extend-from this one")
+    p.add_argument("--extend-from", metavar="STEPS/PATIENCE",
+                   help="go on from a run of the same strings in --store with this smaller budget (same "
+                        "settings otherwise, --protocol paper): the result of this budget from the start, "
+                        "for the steps beyond")
 
 
 def _load(name: str, dtype: str, device: str):
@@ -138,6 +145,10 @@ def _run_cram(args) -> int:
         overrides["prefix_ids"] = default_prefix(lm) or None
     if args.add_special_tokens:
         overrides["add_special_tokens"] = True
+    extend_from = None
+    if args.extend_from:
+        ((steps, patience),) = _parse_budgets([args.extend_from], "--extend-from")
+        extend_from = dict(max_steps=steps, patience=patience)
     total = len(args.m) * len(args.lengths) * args.samples if args.lengths else None
     bar = None
     if not args.no_progress:
@@ -157,7 +168,8 @@ def _run_cram(args) -> int:
         curves = accessibility_curves(lm, ms, lengths=args.lengths, samples=args.samples, source=args.source,
                                       seed=args.seed, store=store, search=args.search, protocol=args.protocol,
                                       precision=args.precision, max_length=args.max_length,
-                                      on_string=on_string, batch_size=args.batch_size, **overrides)
+                                      on_string=on_string, batch_size=args.batch_size,
+                                      keep_final=args.keep_final, extend_from=extend_from, **overrides)
     except KeyboardInterrupt:
         if bar is not None:
             bar.close()
@@ -174,7 +186,10 @@ def _run_cram(args) -> int:
                 if fit.ok else f"m={m}: n50 not found: {fit.message}")
         (bar.write if bar is not None else print)(
             f"{line}; {curve.strings_crammed} crammed, {curve.strings_from_store} from store"
-            + (f" ({curve.strings_resumed} resumed mid-way)" if curve.strings_resumed else "") + f"; {pts}")
+            + (f" ({curve.strings_resumed} resumed mid-way)" if curve.strings_resumed > curve.strings_extended else "")
+            + (f" ({curve.strings_extended} gone on from the {args.extend_from} run)" if curve.strings_extended else "")
+            + (f" ({curve.strings_carried} taken as the {args.extend_from} run crammed them)"
+               if curve.strings_carried else "") + f"; {pts}")
     if bar is not None:
         bar.close()
     eng = curves[0].engine
@@ -705,12 +720,12 @@ def _run_store_summary(args) -> int:
     return 0
 
 
-def _parse_budgets(items) -> list[tuple[int, int]]:
+def _parse_budgets(items, flag: str = "--budget") -> list[tuple[int, int]]:
     out = []
     for item in items:
         parts = item.split("/")
         if len(parts) != 2 or not all(p.strip().isdigit() and int(p) >= 1 for p in parts):
-            fail("--budget", "STEPS/PATIENCE pairs of whole numbers >= 1, e.g. 3000/500", item)
+            fail(flag, "STEPS/PATIENCE pairs of whole numbers >= 1, e.g. 3000/500", item)
         out.append((int(parts[0]), int(parts[1])))
     return out
 

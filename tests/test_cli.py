@@ -25,6 +25,28 @@ def test_cram_end_to_end_on_a_tiny_model(tmp_path, capsys):
     assert st.count() == 8
 
 
+def test_cram_goes_on_from_a_smaller_budget(tmp_path, capsys):
+    """`accesslib cram --keep-final`, then `--extend-from STEPS/PATIENCE` with a larger budget: the
+    counts of a fresh run of that budget, the strings gone on from or taken as crammed."""
+    pytest.importorskip("accesslib.engine.cramming")
+    store, fresh = str(tmp_path / "r.sqlite"), str(tmp_path / "f.sqlite")
+    argv = ["cram", "--model", "tiny-d32-v257", "--m", "1", "--samples", "3", "--source", "natural", "--lengths", "6",
+            "--protocol", "paper", "--threads", "1", "--no-progress", "--batch-size", "1"]
+    assert main(argv + ["--max-steps", "60", "--patience", "10", "--keep-final", "--store", store]) == 0
+    capsys.readouterr()
+    assert main(argv + ["--max-steps", "240", "--patience", "40", "--extend-from", "60/10", "--store", store]) == 0
+    out = capsys.readouterr().out
+    assert "gone on from the 60/10 run" in out or "taken as the 60/10 run crammed them" in out
+    assert main(argv + ["--max-steps", "240", "--patience", "40", "--store", fresh]) == 0
+    counts = [line.split("; ")[-1] for line in out.splitlines() if line.startswith("m=1:")]
+    assert counts == [line.split("; ")[-1] for line in capsys.readouterr().out.splitlines() if line.startswith("m=1:")]
+    assert main(argv + ["--extend-from", "60:10", "--store", store]) == 2
+    assert ("--extend-from must be STEPS/PATIENCE pairs of whole numbers >= 1, e.g. 3000/500; got '60:10'"
+            in capsys.readouterr().err)
+    assert main(argv + ["--protocol", "fast", "--extend-from", "60/10", "--store", store]) == 2
+    assert "constant learning rate only" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv, msg", [
     (["cram", "--model", "x", "--m", "0"], "argument --m: must be a whole number >= 1; got 0"),
     (["cram", "--model", "x", "--lr", "0"], "argument --lr: must be a number > 0; got 0.0"),
