@@ -115,15 +115,22 @@ def remeasured_points(bundle) -> list[tuple]:
     """The model's n50 measured again by other runs (the bundle's ``remeasured``,
     :func:`accesslib.results.bundles.add_remeasure`) as (m, n50, stderr, label), from
     :func:`accesslib.results.bundles.remeasure_rungs`, labelled with the run's targets and the budget ("[A]'s words, 3,000 /
-    500"); a run's budgets with the same n50 and stderr at one m share one marker ("random tokens,
-    3,000 / 500 = 9,000 / 500")."""
-    out = []
+    500"). The runs of one source and seed (the same strings, other budgets) are taken together, by
+    m and then by budget: a rung two runs share (the same budget and n50) is drawn once, and
+    budgets with the same n50 and stderr at one m share one marker ("random tokens, 3,000 / 500 =
+    9,000 / 500"). A replicate with another seed keeps markers of its own."""
+    by_strings = {}   # (source, seed) -> [(m, rung, budget words)], first seen first
     for rec in bundle.get("remeasured") or []:
-        short = SHORT_TARGETS.get(rec.get("source"), str(rec.get("source")))
+        by_strings.setdefault((rec.get("source"), rec.get("seed")), []).extend(bundles.remeasure_rungs(rec))
+    out = []
+    for (source, _seed), rungs in by_strings.items():
+        short = SHORT_TARGETS.get(source, str(source))
+        rungs = sorted(rungs, key=lambda t: (t[0], t[1].get("max_steps") or 0, t[1].get("patience") or 0))
         groups = []   # [m, rung, [budget words]]: a larger budget that gave the same n50 joins the last
-        for m, r, words in bundles.remeasure_rungs(rec):
+        for m, r, words in rungs:
             if groups and groups[-1][0] == m and _same_n50(groups[-1][1], r):
-                groups[-1][2].append(words)
+                if words not in groups[-1][2]:
+                    groups[-1][2].append(words)
             else:
                 groups.append([m, r, [words]])
         points = [_rung_point(m, r, f"{short}, {' = '.join(words)}") for m, r, words in groups]

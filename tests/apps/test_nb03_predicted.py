@@ -345,11 +345,17 @@ def test_the_shipped_smollm2_bundle_shows_its_remeasurement_under_the_published_
     assert list(ys[:3]) == pytest.approx([r["n50"] for r in rungs]) and all(0.5 <= x < 1 for x in xs)
     assert [t.get_text() for t in app.art["remeasured_texts"]][:3] == [
         f"[A]'s words, {r['max_steps']:,} / {r['patience']:,}" for r in rungs]
-    # and random tokens under [A]'s protocol (patience 500): 9000 steps crammed nothing 3000 had not
-    (tok,) = [r for r in b["remeasured"] if r["source"] == "tokens"]
-    assert (tok["protocol"], tok["settings"]["max_steps"], tok["settings"]["patience"]) == ("paper", 9000, 500)
+    # and random tokens under [A]'s protocol, two runs taken together: with patience 500, 9000 steps
+    # crammed nothing 3000 had not; with patience 1500 they did. The rungs both runs read (1000 / 500,
+    # 3000 / 500) are drawn once.
+    tok = sorted((r for r in b["remeasured"] if r["source"] == "tokens"), key=lambda r: r["settings"]["patience"])
+    assert [(r["protocol"], r["settings"]["max_steps"], r["settings"]["patience"]) for r in tok] == [
+        ("paper", 9000, 500), ("paper", 9000, 1500)]
     assert [(round(y, 1), t.get_text()) for y, t in zip(ys[3:], app.art["remeasured_texts"][3:])] == [
-        (10.5, "random tokens, 1,000 / 500"), (12.8, "random tokens, 3,000 / 500 = 9,000 / 500")]
+        (10.5, "random tokens, 1,000 / 500"), (12.8, "random tokens, 3,000 / 500 = 9,000 / 500"),
+        (15.6, "random tokens, 9,000 / 1,500")]
+    assert txt.count("uniform random token ids") >= 2 and "Step budget: <b>inconclusive</b>" in txt
+    assert "Step budget: <b>budget-limited</b>" in txt
     assert "uniform random token ids" in txt and "Step budget: <b>inconclusive</b>" in txt
     assert app.remeasured_points == remeasured_points(b)
     assert "n50 re-measured (another protocol or targets)" in [t.get_text() for t in
@@ -394,6 +400,18 @@ def test_remeasured_points_and_records():
                                                     dict(max_steps=100, patience=50, n50=7.0, stderr=0.5)]))
     assert remeasured_points(dict(remeasured=[remeasure_record(same, "o")]))[:2] == [
         (1, 7.0, 0.5, "random tokens, 100 / 50"), (1, 8.0, 0.5, "random tokens, 300 / 50 = 900 / 50")]
+    # two runs of the same strings with other budgets: one marker per budget, shared rungs drawn once,
+    # in budget order whichever run came first; another seed keeps its own markers
+    runs = [dict(run, settings=dict(max_steps=900, patience=p), curves=[dict(m=1, n50=n, n50_stderr=0.5)],
+                 budget_ladder=dict(m=1, rungs=[dict(max_steps=300, patience=50, n50=8.0, stderr=0.5),
+                                                dict(max_steps=900, patience=p, n50=n, stderr=0.5, shipped=True)]))
+            for p, n in ((150, 11.0), (50, 8.0))]
+    two = dict(remeasured=[remeasure_record(r, "o") for r in runs])
+    assert remeasured_points(two) == [(1, 8.0, 0.5, "random tokens, 300 / 50 = 900 / 50"),
+                                      (1, 11.0, 0.5, "random tokens, 900 / 150")]
+    two["remeasured"][1]["seed"] = 1
+    assert [p[3] for p in remeasured_points(two)] == ["random tokens, 300 / 50", "random tokens, 900 / 150",
+                                                      "random tokens, 300 / 50 = 900 / 50"]
     # a record without a patience, a ladder without rungs, or one at an m with no curve
     bare = dict(curves=[dict(m=2, n50=12.0, n50_stderr=1.0)], settings=dict(max_steps=500), source="tokens",
                 budget_ladder=dict(m=1, rungs=[dict(max_steps=500, patience=None, n50=6.0, stderr=0.5)]))
