@@ -372,6 +372,43 @@ def _add_remeasure(a):
               f"({bundles.budget_status(rec)[0]}) from {origin} -> {path}", flush=True)
 
 
+def _read_budget(a, p, command, argv):
+    """--read-budget: a bundle at a smaller budget read from a larger run's strings in --store."""
+    from accesslib.experiments import bundling
+    from accesslib.results import bundles
+
+    budget = parse_budget(a.read_budget, "--read-budget", p.error, "3000/500")
+    if not a.models or len(a.models) != 1:
+        p.error(f"--read-budget needs one model (--models NAME); got {a.models or 'none'}")
+    if not a.store or not a.out:
+        p.error("--read-budget needs --store (the larger run's) and --out (a folder for the bundle, e.g. "
+                "benchmarks/runs/bundles/NAME-3000): the shipped bundles are not written over")
+    if not Path(a.store).is_file():
+        p.error(f"--read-budget: no results store at {a.store}")
+    given = {x.split("=")[0] for x in argv}
+    try:
+        b = bundling.read_budget_bundle(a.store, a.models[0], *budget,
+                                        source=a.source if "--source" in given else None,
+                                        ms=a.m if "--m" in given else None, command=command)
+    except ValueError as e:
+        raise SystemExit(f"--read-budget: {e}") from None
+    path = bundles.save(b, a.out)
+    sl = b["slope"] or {}
+    n50s = ", ".join(f"m={c['m']}: {bundles.rung_n50_text(dict(c, stderr=c['n50_stderr']))}" for c in b["curves"])
+    print(f"{b['model']} at {bundles.budget_words(*budget)} (read from the {b['read_from']['max_steps']:,} / "
+          f"{b['read_from']['patience']:,} run, {b['source']}): {n50s}"
+          + (f"; slope {sl['slope']:.2f}" if sl.get("slope") is not None else "")
+          + f"; {bundles.budget_status(b)[0]} -> {path}", flush=True)
+
+
+def parse_budget(text, flag, error, example):
+    """``9000/1500`` -> (9000, 1500); ``error`` (argparse's) names ``flag`` otherwise."""
+    parts = text.split("/")
+    if len(parts) != 2 or not all(x.isdigit() and int(x) >= 1 for x in parts):
+        error(f"{flag}: expected STEPS/PATIENCE, whole numbers >= 1 (e.g. {example}); got {text}")
+    return int(parts[0]), int(parts[1])
+
+
 def parse_budgets(items, error):
     """``500/100 4500/900:10,16,24`` -> [(500, 100), (4500, 900, [10, 16, 24])] (max_steps/patience,
     and the lengths of that budget after a colon)."""
@@ -543,6 +580,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep the cramming bundle in each FOLDER (another run of a model with a shipped "
                         "bundle: another protocol, targets or step budget) in the model's bundle in --out; "
                         "notebook 03 draws it beside the shipped n50")
+    p.add_argument("--read-budget", default=None, metavar="STEPS/PATIENCE",
+                   help="a bundle of --models (one) at this smaller budget, read from the strings of a larger "
+                        "run in --store (also one still going), written to --out: every m of the run (or "
+                        "--m), its n50 and slope, and the check against the run's own budget; nothing is "
+                        "crammed. --source picks the run where the store holds several")
     p.add_argument("--ladder-m", type=int, default=1, help="--add-budget-ladder: the m (default 1)")
     p.add_argument("--ladder-lengths", nargs="+", type=int, default=None, metavar="N",
                    help="--add-budget-ladder of a grid bundle: the lengths of the larger budgets "
@@ -578,6 +620,8 @@ def main(argv=None):
         _add_budget_ladder(a, command)
     elif a.add_remeasure and not a.table_only:
         _add_remeasure(a)
+    elif a.read_budget and not a.table_only:
+        _read_budget(a, p, command, list(argv if argv is not None else sys.argv[1:]))
     elif a.geometry_only and not a.table_only:
         from accesslib.models.loading import load_model
         for name in a.models or bundles.available("cram"):
@@ -634,11 +678,8 @@ def main(argv=None):
         store = ResultsStore(a.store) if a.store else ResultsStore()
         extend_from = None
         if a.extend_from:
-            parts = a.extend_from.split("/")
-            if len(parts) != 2 or not all(x.isdigit() and int(x) >= 1 for x in parts):
-                p.error(f"--extend-from: expected STEPS/PATIENCE, whole numbers >= 1 (e.g. 9000/1500); "
-                        f"got {a.extend_from}")
-            extend_from = dict(max_steps=int(parts[0]), patience=int(parts[1]))
+            steps, patience = parse_budget(a.extend_from, "--extend-from", p.error, "9000/1500")
+            extend_from = dict(max_steps=steps, patience=patience)
             if a.protocol != "paper":
                 p.error(f"--extend-from needs a constant learning rate (--protocol paper); the {a.protocol} "
                         "protocol's schedule follows the step budget, so a longer run is not the shorter one "

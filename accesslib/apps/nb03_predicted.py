@@ -154,15 +154,18 @@ def remeasured_html(bundle) -> str:
         ladder = bundles.ladder_text(rec, own="the run's")
         lad_m = (rec.get("budget_ladder") or {}).get("m") if ladder else None
         per_m = "; ".join(f"m = {m}: {bundles.rung_n50_text(r)}" for m, r, _ in bundles.remeasure_rungs(rec) if m != lad_m)
-        sl = (rec.get("slope") or {}).get("slope")
+        sl, se = ((rec.get("slope") or {}).get(k) for k in ("slope", "slope_stderr"))
+        rf = rec.get("read_from") or {}
         lines.append(
             f"<b>Re-measured</b> under {html.escape(_protocol_name(rec))} with "
             f"{html.escape(TARGETS.get(rec.get('source'), str(rec.get('source')) + ' targets'))}, budget "
-            f"{bundles.budget_words(settings.get('max_steps'), settings.get('patience'))} (steps / patience), "
+            f"{bundles.budget_words(settings.get('max_steps'), settings.get('patience'))} (steps / patience"
+            + (f", read from the strings of a run with {bundles.budget_words(rf.get('max_steps'), rf.get('patience'))}"
+               if rf else "") + "), "
             f"{_strings_text(*_strings_range(rec))} strings per length: "
             + (html.escape(ladder) + " " if ladder else "")
             + (f"{html.escape(per_m)}. " if per_m else "")
-            + (f"Slope a = {sl:.2f}. " if sl else "")
+            + (f"Slope a = {sl:.2f}{'' if se is None else f' ± {se:.2f}'}. " if sl else "")
             + f"Step budget: <b>{html.escape(label)}</b>. Made {human_date(rec.get('created'))}; "
             f"its whole bundle: {html.escape(str(rec.get('origin')))}.")
     return "<br>".join(lines)

@@ -736,6 +736,151 @@ def ladder_slopes(curves) -> list[dict]:
     return out
 
 
+def read_budget_bundle(store, model: str, max_steps: int, patience: int, *, source: str | None = None,
+                       ms=None, facts: dict | None = None, command: str = "") -> dict:
+    """A cramming bundle of ``model`` at a smaller budget (``max_steps`` / ``patience``) read from
+    the strings of a larger run in ``store``, also one still going (:func:`live_ladder`): every m
+    of the run (or ``ms``) at that budget, its n50 and the slope over m, as if a run with that
+    budget had measured it. So [A]'s 3000 / 500 at m = 1 and 2 comes out of a 9000 / 1500 run as
+    soon as its strings have passed step 3000 or stopped, days before the run ends.
+
+    The bundle records ``read_from`` (the run's budget, its store, strings finished and still
+    being crammed) and a ``budget_check`` against the run's own budget at each m where that can
+    already be told (its rung decided, or moved however its open strings end:
+    :func:`rungs_moved`, :func:`open_rung_moved`). ``facts``: the model's facts (d, vocab_size,
+    ...; default: its shipped cramming bundle's, else the loaded model's).
+
+    ValueError, naming what is wrong, when the store holds no run of ``model`` (and ``source``),
+    holds several (give ``source``), cannot read that budget (:func:`live_ladder`'s reasons), or
+    has strings of an m still open at that budget (how many, at which steps)."""
+    from accesslib._checks import check_int, check_int_list
+    from accesslib.engine.cramming import PROTOCOLS
+
+    max_steps, patience = check_int("max_steps", max_steps, 1), check_int("patience", patience, 1)
+    if not isinstance(store, ResultsStore):
+        store = ResultsStore(store)
+    filters = dict(model=model) if source is None else dict(model=model, source=source)
+    if not store.count(**filters):
+        raise ValueError(f"the store {store.path} holds no finished string of {model!r}"
+                         + ("" if source is None else f" with source {source!r}")
+                         + "; a run must finish at least one string at each m before a budget can be read from it")
+    live = live_ladder(store, [(max_steps, patience)], **filters)["curves"]
+    runs = sorted({(c["source"], c["protocol_hash"]) for c in live})
+    if len(runs) > 1:
+        raise ValueError(f"the store {store.path} holds {len(runs)} runs of {model!r} "
+                         f"({', '.join(f'{s} / protocol {h}' for s, h in runs)}); name one with source"
+                         + (" (and keep one protocol per store)" if source is not None else ""))
+    curves = sorted(live, key=lambda c: c["m"])
+    if ms is not None:
+        ms = check_int_list("ms", ms, 1)
+        missing = sorted(set(ms) - {c["m"] for c in curves})
+        if missing:
+            raise ValueError(f"ms must be among the m of the run in {store.path} ({sorted(c['m'] for c in curves)}); "
+                             f"got {ms}")
+        curves = [c for c in curves if c["m"] in ms]
+    if any(c["refused"] for c in curves):
+        raise ValueError(next(c["refused"][0] for c in curves if c["refused"]))
+    rungs, open_ = {}, []
+    for c in curves:
+        rung = next(r for r in c["rungs"] if (r["max_steps"], r["patience"]) == (max_steps, patience))
+        if any(rung["open"]) or rung["unknown"]:
+            why = []
+            if any(rung["open"]):
+                steps = c["kept_steps"] or (0, 0)
+                why.append(f"{sum(rung['open'])} strings still open (its strings being crammed are at steps "
+                           f"{steps[0]:,} to {steps[1]:,})")
+            if rung["unknown"]:
+                why.append(f"{rung['unknown']} crammed strings without an accuracy history")
+            open_.append(f"m = {c['m']}: {' and '.join(why)}")
+        rungs[c["m"]] = rung
+    if open_:
+        raise ValueError(f"{max_steps:,} / {patience:,} is not decided yet in {store.path}: " + "; ".join(open_)
+                         + f". Read it once every string has passed step {max_steps:,} or stopped "
+                         "(`accesslib store ladder` shows how far they are), or leave that m out")
+    run0 = curves[0]
+    steps0, patience0 = run0["max_steps"], run0["patience"]
+    settings = dict(store.settings(run0["protocol_hash"]) or {}, max_steps=max_steps, patience=patience)
+    base = {k: v for k, v in settings.items() if k not in ("max_steps", "patience", "prefix_ids")}
+    protocol = next((name for name, p in PROTOCOLS.items()
+                     if all(_json_equal(base.get(k), v) for k, v in p.items() if k not in ("max_steps", "patience"))),
+                    "custom")
+    recs, check, undecided = [], {}, []
+    for c in curves:
+        r = rungs[c["m"]]
+        recs.append(dict(m=c["m"], lengths=r["lengths"], successes=r["successes"], totals=r["totals"],
+                         n50=r["n50"], n50_stderr=r["stderr"],
+                         **{k: r[k] for k in ("n50_above", "n50_below") if r.get(k) is not None},
+                         strings_crammed=0, strings_from_store=sum(r["totals"]), wall_time=0.0, interrupted=False))
+        own = next(x for x in c["rungs"] if x["own"])
+        if (max_steps, patience) == (steps0, patience0):
+            continue
+        if any(own["open"]) or own["unknown"]:
+            moved, shift = open_rung_moved(r, own)
+            decided = moved is not None
+        else:
+            moved, shift, _ = rungs_moved(r, own)
+            decided = True
+        if not decided:
+            undecided.append(c["m"])
+            continue
+        check[str(c["m"])] = dict(n50=r["n50"], stderr=r["stderr"], n50_3x=own.get("n50"), stderr_3x=own.get("stderr"),
+                                  shift=shift, moved=moved, lengths_3x=own["lengths"], successes_3x=own["successes"],
+                                  totals_3x=own["totals"], open_3x=own["open"], strings_crammed=0,
+                                  strings_from_store=sum(own["totals"]))
+    slope = slope_record(recs)
+    if slope and slope.get("slope_stderr") is None:   # two m: the stderr propagated from the n50 stderrs
+        from accesslib.theory.stats import propagated_slope_stderr
+
+        pts = [(x["m"], x["n50_stderr"]) for x in recs if x["n50"] is not None]
+        if all(se is not None for _, se in pts):
+            slope.update(slope_stderr=finite_or_none(propagated_slope_stderr(*zip(*pts))),
+                         stderr_from="n50 stderrs")
+    seeds = sorted({int(r["seed"]) for r in store.rows(**filters, protocol_hash=run0["protocol_hash"])})
+    samples = max(t for x in recs for t in x["totals"])
+    if facts is None:
+        facts = _model_facts(model)
+    ratio = steps0 / max_steps
+    bundle = dict(kind="cram", version=BUNDLE_VERSION, model=model, facts=dict(facts), source=run0["source"],
+                  samples=samples, search="grid", seed=seeds[0] if len(seeds) == 1 else seeds, protocol=protocol,
+                  settings={k: (list(v) if isinstance(v, tuple) else v) for k, v in settings.items()},
+                  curves=recs, slope=slope, examples=[], geometry=None,
+                  created=datetime.now(timezone.utc).isoformat(timespec="seconds"), hardware=hardware(),
+                  wall_time=0.0, command=command, budget_check=None,
+                  read_from=dict(max_steps=steps0, patience=patience0, store=str(store.path),
+                                 finished=sum(c["finished"] for c in curves), kept=sum(c["kept"] for c in curves),
+                                 undecided_ms=undecided))
+    if check:
+        bundle["budget_check"] = dict(
+            factor=int(ratio) if ratio == int(ratio) else round(ratio, 2), ms=check,
+            budget_limited=any(v["moved"] is True for v in check.values()),
+            inconclusive=[int(m) for m, v in check.items() if v["moved"] is None],
+            settings=dict(source=run0["source"], samples=samples, search="grid", seed=bundle["seed"],
+                          protocol=protocol, max_steps=[max_steps, steps0], patience=[patience, patience0]),
+            wall_time=0.0, created=bundle["created"], hardware=bundle["hardware"], command=command,
+            read_from_run=True)
+    return bundle
+
+
+def _json_equal(a, b) -> bool:
+    """Equal once tuples are lists (settings read back from JSON against the protocol table)."""
+    def norm(x):
+        return list(x) if isinstance(x, tuple) else x
+    return norm(a) == norm(b)
+
+
+def _model_facts(model: str) -> dict:
+    """A model's facts as a bundle keeps them: from its shipped cramming bundle, else the loaded model."""
+    from accesslib.results import bundles
+
+    try:
+        return dict(bundles.load("cram", model)["facts"])
+    except (ValueError, KeyError):
+        from accesslib.models.loading import load_model
+
+        f = load_model(model).facts
+        return dict(d=f.d, vocab_size=f.vocab_size, dtype=f.dtype, family=f.family, max_context=f.max_context)
+
+
 def _kept_passes(key: dict, filters: dict) -> bool:
     """Whether a kept string (its store key: model, m, n, source, target_hash, seed, protocol_hash)
     passes the row ``filters`` of :func:`live_ladder` as its row will (a list, tuple or set: any

@@ -175,7 +175,7 @@ def effective_record(effective) -> dict:
 
 #: what a shipped bundle keeps of another run of its model (:func:`remeasure_record`)
 REMEASURE_KEYS = ("source", "protocol", "settings", "samples", "search", "seed", "curves", "slope", "budget_check",
-                  "budget_ladder", "created", "wall_time", "hardware", "command")
+                  "budget_ladder", "created", "wall_time", "hardware", "command", "read_from")
 
 
 def remeasure_record(run: dict, origin: str) -> dict:
@@ -285,7 +285,14 @@ def budget_status(bundle: dict) -> tuple[str, str]:
     if ladder:
         label, text = _budget_status(rows, same_patience)
         return label, f"{text} {ladder}"
-    return _budget_status(rows)
+    label, text = _budget_status(rows)
+    if chk and chk.get("read_from_run"):   # read_budget_bundle: both budgets from one run's strings
+        st = chk.get("settings") or {}
+        steps, pat = st.get("max_steps") or [None, None], st.get("patience") or [None, None]
+        if None not in steps + pat:
+            text += (f" Both budgets are read from the same strings, of one run of {steps[1]:,} steps with "
+                     f"patience {pat[1]:,} (here {steps[0]:,} / {pat[0]:,}).")
+    return label, text
 
 
 def rung_n50_text(rung: dict) -> str:

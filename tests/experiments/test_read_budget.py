@@ -1,0 +1,187 @@
+"""A bundle at a smaller budget read from a larger run's strings (bundling.read_budget_bundle,
+make_bundles.py --read-budget): the counts of a fresh run with that budget at every m, its slope,
+its check against the run's own budget, refused in words while undecided."""
+import json
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from accesslib.experiments import bundling  # noqa: E402
+from accesslib.models import embedded  # noqa: E402
+from accesslib.results import bundles  # noqa: E402
+from accesslib.results.store import ResultsStore  # noqa: E402
+from accesslib.theory import stats  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+LENGTHS = {1: [2, 4, 6, 8], 2: [4, 8, 12, 16]}
+KW = dict(samples=4, source="natural", seed=0, search="grid", protocol="paper")
+
+
+@pytest.fixture(scope="module")
+def cut_run(tmp_path_factory):
+    """A 120-step run (patience 60 on accuracy, [A]'s protocol) at m = 1 and 2, stopped at step 70,
+    and the model: every string still being crammed has passed 40 steps."""
+    from accesslib.experiments.curves import accessibility_curves
+    from accesslib.models.loading import load_model
+
+    lm = load_model(embedded.DEFAULT)
+    store = tmp_path_factory.mktemp("read") / "run.sqlite"
+    stop = threading.Event()
+
+    def on_step(info):
+        if info.step >= 70:
+            stop.set()
+
+    cut = accessibility_curves(lm, [1, 2], LENGTHS, store=store, stop=stop, on_step=on_step, max_steps=120,
+                               patience=60, **KW)
+    assert any(c.interrupted for c in cut)
+    return lm, store
+
+
+def test_a_smaller_budget_read_at_every_m_is_a_fresh_run_of_it(cut_run, tmp_path):
+    """40 / 20 read from the run still going: the counts at m = 1 and 2 of a fresh 40 / 20 run, its
+    n50 and slope (stderr propagated from the n50 stderrs with two m), nothing crammed; the run's own
+    budget is refused while its strings are open, and read once the run has ended."""
+    from accesslib.experiments.curves import accessibility_curves
+
+    lm, store = cut_run
+    work = tmp_path / "run.sqlite"
+    shutil.copyfile(store, work)
+    b = bundling.read_budget_bundle(work, embedded.DEFAULT, 40, 20, command="read")
+    fresh = accessibility_curves(lm, [1, 2], LENGTHS, store=tmp_path / "fresh.sqlite", max_steps=40, patience=20,
+                                 **KW)
+    assert [c["m"] for c in b["curves"]] == [1, 2]
+    for c, f in zip(b["curves"], fresh):
+        assert (c["lengths"], c["successes"], c["totals"]) == (LENGTHS[c["m"]], list(f.successes), list(f.totals))
+        rung = bundling.measured_rung(40, 20, f.lengths, f.successes, f.totals)
+        assert (c["n50"], c["n50_stderr"]) == (rung["n50"], rung["stderr"])
+        assert c["strings_crammed"] == 0 and c["strings_from_store"] == 16
+    assert (b["settings"]["max_steps"], b["settings"]["patience"], b["protocol"]) == (40, 20, "paper")
+    assert b["settings"]["patience_on"] == "accuracy" and b["settings"]["schedule"] is None
+    assert (b["kind"], b["model"], b["source"], b["samples"], b["search"], b["seed"]) == (
+        "cram", embedded.DEFAULT, "natural", 4, "grid", 0)
+    assert b["facts"] == bundles.load("cram", embedded.DEFAULT)["facts"]
+    rf = b["read_from"]
+    assert (rf["max_steps"], rf["patience"], rf["store"]) == (120, 60, str(work))
+    assert rf["finished"] + rf["kept"] == 32 and rf["kept"] > 0
+    n50s = [c["n50"] for c in b["curves"]]
+    if None not in n50s:
+        assert b["slope"]["slope"] == pytest.approx(n50s[1] - n50s[0])
+        assert b["slope"]["slope_stderr"] == pytest.approx(stats.propagated_slope_stderr(
+            [1, 2], [c["n50_stderr"] for c in b["curves"]]))
+    json.dumps(b)                                          # a bundle as saved
+    with pytest.raises(ValueError, match=r"120 / 60 is not decided yet in .*: m = \d: \d+ strings still open "
+                                         r"\(its strings being crammed are at steps \d+ to \d+\).*"
+                                         r"passed step 120 or stopped"):
+        bundling.read_budget_bundle(work, embedded.DEFAULT, 120, 60)
+    # ended: the run's own budget reads back its curves; 40 / 20 then carries the check against it
+    whole = accessibility_curves(lm, [1, 2], LENGTHS, store=work, max_steps=120, patience=60, **KW)
+    own = bundling.read_budget_bundle(work, embedded.DEFAULT, 120, 60)
+    assert [c["successes"] for c in own["curves"]] == [list(c.successes) for c in whole]
+    assert own["budget_check"] is None and own["read_from"]["kept"] == 0
+    again = bundling.read_budget_bundle(work, embedded.DEFAULT, 40, 20)
+    assert [c["successes"] for c in again["curves"]] == [c["successes"] for c in b["curves"]]
+    chk = again["budget_check"]
+    assert chk["factor"] == 3 and chk["read_from_run"] and chk["settings"]["max_steps"] == [40, 120]
+    for c, w in zip(again["curves"], whole):
+        r = chk["ms"][str(c["m"])]
+        assert r["successes_3x"] == list(w.successes) and r["open_3x"] == [0] * 4
+        assert r["moved"] == bundling.rungs_moved(dict(c, stderr=c["n50_stderr"]),
+                                                  bundling.measured_rung(120, 60, w.lengths, w.successes,
+                                                                         w.totals))[0]
+    label, text = bundles.budget_status(again)
+    assert label in ("budget-limited", "converged", "inconclusive")
+    assert text.endswith("Both budgets are read from the same strings, of one run of 120 steps with patience 60 "
+                         "(here 40 / 20).")
+
+
+def test_what_cannot_be_read_is_refused_in_words(cut_run, tmp_path):
+    _, store = cut_run
+    work = tmp_path / "run.sqlite"
+    shutil.copyfile(store, work)
+    for args, kw, words in (
+            (("no-such-model", 40, 20), {}, r"holds no finished string of 'no-such-model'"),
+            ((embedded.DEFAULT, 40, 20), dict(source="tokens"), r"no finished string of .* with source 'tokens'"),
+            ((embedded.DEFAULT, 40, 20), dict(ms=[3]), r"ms must be among the m of the run .*\[1, 2\]"),
+            ((embedded.DEFAULT, 240, 20), {}, r"cannot exceed the run's own: 240 / 20 is larger than"),
+            ((embedded.DEFAULT, 0, 20), {}, r"max_steps")):
+        with pytest.raises(ValueError, match=words):
+            bundling.read_budget_bundle(work, *args, **kw)
+    # one m only, where the other is undecided
+    one = bundling.read_budget_bundle(work, embedded.DEFAULT, 40, 20, ms=[2])
+    assert [c["m"] for c in one["curves"]] == [2] and one["slope"] is None
+    # two runs of the model in one store: name the source
+    other = tmp_path / "other.sqlite"
+    from accesslib.experiments.curves import accessibility_curves
+    accessibility_curves(cut_run[0], [1], {1: [2, 3]}, samples=2, source="tokens", seed=0, search="grid",
+                         protocol="paper", store=other, max_steps=30, patience=30)
+    ResultsStore(work).merge(other)
+    with pytest.raises(ValueError, match=r"holds 2 runs of .*natural / protocol .*tokens / protocol .*name one "
+                                         r"with source"):
+        bundling.read_budget_bundle(work, embedded.DEFAULT, 20, 10)
+    assert bundling.read_budget_bundle(work, embedded.DEFAULT, 20, 10, source="tokens")["source"] == "tokens"
+    # a schedule (the fast protocol) stretches with the steps: no smaller budget is its prefix
+    fast = tmp_path / "fast.sqlite"
+    accessibility_curves(cut_run[0], [1], {1: [2, 3]}, samples=2, source="natural", seed=0, search="grid",
+                         protocol="fast", store=fast, max_steps=30, patience=30)
+    with pytest.raises(ValueError, match="schedule .*stretches with max_steps"):
+        bundling.read_budget_bundle(fast, embedded.DEFAULT, 10, 10)
+
+
+def test_make_bundles_read_budget_and_notebook_03(cut_run, tmp_path, capsys, load_script):
+    """--read-budget writes the bundle to --out and says it in one line; bad input is refused in
+    one line; kept in a model's bundle (--add-remeasure), notebook 03 names the run it was read from."""
+    from accesslib.apps.nb03_predicted import remeasured_html, remeasured_points
+
+    _, store = cut_run
+    work = tmp_path / "run.sqlite"
+    shutil.copyfile(store, work)
+    mb = load_script("scripts/make_bundles.py")
+    out = tmp_path / "b40"
+    mb.main(["--read-budget", "40/20", "--models", embedded.DEFAULT, "--store", str(work), "--out", str(out),
+             "--m", "1"])
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    b = bundles.load("cram", embedded.DEFAULT, out)
+    assert [c["m"] for c in b["curves"]] == [1] and b["command"].endswith(f"--out {out} --m 1")
+    assert line.startswith(f"{embedded.DEFAULT} at 40 / 20 (read from the 120 / 60 run, natural): m=1: ")
+    assert line.endswith(f" -> {out / f'cram-{embedded.DEFAULT}.json'}")
+    for args, words in ((["--read-budget", "40"], "--read-budget: expected STEPS/PATIENCE, whole numbers >= 1 "
+                                                  "(e.g. 3000/500); got 40"),
+                        (["--read-budget", "40/20"], "--read-budget needs one model (--models NAME); got none"),
+                        (["--read-budget", "40/20", "--models", embedded.DEFAULT], "needs --store"),
+                        (["--read-budget", "40/20", "--models", embedded.DEFAULT, "--store", str(tmp_path / "x"),
+                          "--out", str(out)], "--read-budget: no results store at"),
+                        (["--read-budget", "120/60", "--models", embedded.DEFAULT, "--store", str(work),
+                          "--out", str(out)], "--read-budget: 120 / 60 is not decided yet")):
+        with pytest.raises(SystemExit) as e:
+            mb.main(args)
+        assert words in (str(e.value.code) if isinstance(e.value.code, str) else capsys.readouterr().err)
+    # kept in the model's bundle: drawn at its own budget, said with the run it was read from
+    model = dict(model=embedded.DEFAULT)
+    rec = bundles.add_remeasure(model, b, "runs/b40")
+    assert rec["read_from"]["max_steps"] == 120
+    assert [p[3] for p in remeasured_points(model)] == ["natural text, 40 / 20"]
+    assert "budget 40 / 20 (steps / patience, read from the strings of a run with 120 / 60)" in remeasured_html(model)
+
+
+def test_real_runs_read_at_the_published_budget_agree_with_their_ladders(tmp_path):
+    """SmolLM2-135M's committed snapshots: [A]'s 3000 / 500 read at m = 1 from the 9000 / 1500 runs
+    is the 3000 / 500 rung of their shipped ladders, with the same move to 9000 / 1500."""
+    shipped = bundles.load("cram", "smollm2-135m")
+    stores = ROOT / "benchmarks" / "runs" / "stores"
+    for name, source in (("smol-glove-9k", "glove100k"), ("smol-tokens-9k", "tokens")):
+        shutil.copyfile(stores / f"{name}.sqlite", tmp_path / f"{name}.sqlite")   # opened as a copy: never written
+        b = bundling.read_budget_bundle(tmp_path / f"{name}.sqlite", "smollm2-135m", 3000, 500, ms=[1],
+                                        facts=shipped["facts"])
+        rec = next(r for r in shipped["remeasured"] if r["origin"].endswith(name))
+        rung = next(r for r in rec["budget_ladder"]["rungs"] if (r["max_steps"], r["patience"]) == (3000, 500))
+        (c,) = b["curves"]
+        assert (b["source"], c["successes"], c["n50"], c["n50_stderr"]) == (
+            source, rung["successes"], pytest.approx(rung["n50"]), pytest.approx(rung["stderr"]))
+        assert b["budget_check"]["ms"]["1"]["moved"] is True and bundles.budget_status(b)[0] == "budget-limited"
+        assert b["budget_check"]["ms"]["1"]["successes_3x"] == next(
+            x for x in rec["curves"] if x["m"] == 1)["successes"]
