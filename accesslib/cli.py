@@ -845,6 +845,14 @@ def _run_store_ladder(args) -> int:
             r2 = "" if e["r2"] is None else f", R^2 {e['r2']:.3f}"
             print(f"{budget} a = {e['slope']:.2f}{se} tokens per vector, b = {e['intercept']:.1f}{r2} "
                   f"(n50 {', '.join(f'{v:.1f}' for v in e['n50'])})")
+        own = next((c["max_steps"], c["patience"]) for c in curves
+                   if (c["model"], c["source"], c["protocol_hash"]) == (run["model"], run["source"], run["protocol_hash"]))
+        done = [e for e in run["budgets"] if e["slope"] is not None and (e["max_steps"], e["patience"]) != own]
+        if done:
+            e = done[-1]
+            print(f"  as a bundle (every m, its slope and its check against the run's budget): python "
+                  f"scripts/make_bundles.py --read-budget {e['max_steps']}/{e['patience']} --models {run['model']} "
+                  f"--source {run['source']} --store {store.path} --out DIR")
     if plot:
         _plot_ladders(curves, plot, labels)
         print(f"plot: {plot}")

@@ -42,7 +42,7 @@ def cut_run(tmp_path_factory):
     return lm, store
 
 
-def test_a_smaller_budget_read_at_every_m_is_a_fresh_run_of_it(cut_run, tmp_path):
+def test_a_smaller_budget_read_at_every_m_is_a_fresh_run_of_it(cut_run, tmp_path, capsys):
     """40 / 20 read from the run still going: the counts at m = 1 and 2 of a fresh 40 / 20 run, its
     n50 and slope (stderr propagated from the n50 stderrs with two m), nothing crammed; the run's own
     budget is refused while its strings are open, and read once the run has ended."""
@@ -69,11 +69,20 @@ def test_a_smaller_budget_read_at_every_m_is_a_fresh_run_of_it(cut_run, tmp_path
     assert (rf["max_steps"], rf["patience"], rf["store"]) == (120, 60, str(work))
     assert rf["finished"] + rf["kept"] == 32 and rf["kept"] > 0
     n50s = [c["n50"] for c in b["curves"]]
-    if None not in n50s:
-        assert b["slope"]["slope"] == pytest.approx(n50s[1] - n50s[0])
-        assert b["slope"]["slope_stderr"] == pytest.approx(stats.propagated_slope_stderr(
-            [1, 2], [c["n50_stderr"] for c in b["curves"]]))
+    assert None not in n50s
+    assert b["slope"]["slope"] == pytest.approx(n50s[1] - n50s[0])
+    assert b["slope"]["slope_stderr"] == pytest.approx(stats.propagated_slope_stderr(
+        [1, 2], [c["n50_stderr"] for c in b["curves"]]))
     json.dumps(b)                                          # a bundle as saved
+    # `store ladder` prints the slope at 40 / 20 and the command that writes it as a bundle
+    from accesslib.cli import main
+    assert None not in n50s                                # the premise: both m located at 40 / 20
+    assert main(["store", "ladder", "--budget", "40/20", "--store", str(work)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-3].startswith(f"  40 / 20: a = {b['slope']['slope']:.2f} +- ")
+    assert out[-1] == ("  as a bundle (every m, its slope and its check against the run's budget): python "
+                       f"scripts/make_bundles.py --read-budget 40/20 --models {embedded.DEFAULT} --source natural "
+                       f"--store {work} --out DIR")
     with pytest.raises(ValueError, match=r"120 / 60 is not decided yet in .*: m = \d: \d+ strings still open "
                                          r"\(its strings being crammed are at steps \d+ to \d+\).*"
                                          r"passed step 120 or stopped"):
