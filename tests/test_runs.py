@@ -24,13 +24,14 @@ def make_bundles(load_script):
 def test_every_run_is_a_valid_make_bundles_command(make_bundles):
     names = _runs("names").stdout.split()
     assert names == ["gemma-n50", "smol-tokens", "smol-paper-tokens", "smol-glove-9k", "smol-tokens-9k",
-                     "smol-glove-9k-m2", "smol-tokens-9k-m2", "gemma-9k", "smol-glove-27k", "smol-tokens-27k"]
+                     "smol-glove-9k-m2", "smol-tokens-9k-m2", "gemma-9k", "smol-glove-27k", "smol-tokens-27k",
+                     "smol-glove-9k-m3", "smol-tokens-9k-m3"]
     for name in names:
         r = _runs("args", name)
         assert r.returncode == 0, r.stderr
         argv = r.stdout.split()
         a = make_bundles.build_parser().parse_args(argv)          # SystemExit on any bad option
-        assert a.m == ([1, 2] if name.endswith(("-m2", "-27k")) else [1]), name
+        assert a.m == ([1, 2] if name.endswith(("-m2", "-27k")) else [1, 2, 3] if name.endswith("-m3") else [1]), name
         assert a.samples == 6 and a.search == "grid" and a.no_geometry, name
         for lengths in make_bundles.parse_lengths(a.lengths, a.m, pytest.fail).values():
             assert len(lengths) >= 4 and lengths == sorted(lengths), name
@@ -44,6 +45,16 @@ def test_every_run_is_a_valid_make_bundles_command(make_bundles):
         got = make_bundles.parse_lengths(two.lengths, two.m, pytest.fail)
         assert got[1] == make_bundles.parse_lengths(one.lengths, one.m, pytest.fail)[1]
         assert min(got[2]) >= 12 and max(got[2]) > max(got[1])
+    # an m = 3 run is its m = 2 run with m = 3 added: the m = 1 and 2 strings are read back or go on,
+    # and the m = 3 grid lies above the m = 2 one
+    for name in ("smol-glove-9k", "smol-tokens-9k"):
+        two = make_bundles.build_parser().parse_args(_runs("args", f"{name}-m2").stdout.split())
+        three = make_bundles.build_parser().parse_args(_runs("args", f"{name}-m3").stdout.split())
+        assert {k: v for k, v in vars(three).items() if k not in ("m", "lengths")} == \
+            {k: v for k, v in vars(two).items() if k not in ("m", "lengths")}
+        got, had = (make_bundles.parse_lengths(x.lengths, x.m, pytest.fail) for x in (three, two))
+        assert {m: got[m] for m in (1, 2)} == had and len(got[3]) == len(had[2]) and got[3][1:] == had[2][2:] + [
+            got[3][-1]] and got[3][-1] > had[2][-1]
     # a 27k run is its m = 2 run with 3x the steps and patience, gone on from where it left each string
     for name in ("smol-glove", "smol-tokens"):
         nine = make_bundles.build_parser().parse_args(_runs("args", f"{name}-9k-m2").stdout.split())
@@ -73,7 +84,8 @@ def test_every_run_is_a_valid_make_bundles_command(make_bundles):
 
 @pytest.mark.parametrize("argv, msg", [
     (["start", "gemma-n50,nope"], "unknown run 'nope' (one of: gemma-n50 smol-tokens smol-paper-tokens smol-glove-9k smol-tokens-9k "
-                                "smol-glove-9k-m2 smol-tokens-9k-m2 gemma-9k smol-glove-27k smol-tokens-27k)"),
+                                "smol-glove-9k-m2 smol-tokens-9k-m2 gemma-9k smol-glove-27k smol-tokens-27k smol-glove-9k-m3 "
+                                "smol-tokens-9k-m3)"),
     (["args", "nope"], "unknown run 'nope'"),
 ])
 def test_unknown_runs_are_named_and_nothing_starts(argv, msg, tmp_path):
@@ -244,6 +256,21 @@ def test_a_27k_run_goes_on_in_the_9k_runs_store(tmp_path):
     assert calls[0].endswith(f"--store {live}/smol-tokens-9k.sqlite --out {live}/smol-tokens-27k-bundle")
     assert calls[1] == (f"scripts/make_bundles.py --add-budget-ladder smollm2-135m --ladder 1000/500 3000/500 "
                         f"9000/1500 --store {live}/smol-tokens-9k.sqlite --out {live}/smol-tokens-27k-bundle")
+
+
+def test_an_m3_run_goes_on_in_the_m1_runs_store(tmp_path):
+    """smol-glove-9k-m3 writes to smol-glove-9k's store (m = 1 read back, m = 2 going on from its
+    kept states), into a bundle folder of its own, and ends with its ladder."""
+    env = _fake_env(tmp_path)
+    r = subprocess.run(["bash", str(RUNS), "start", "smol-glove-9k-m3"], capture_output=True, text=True, env=env,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    _wait(lambda: len(_calls(tmp_path)) == 2 and not list((tmp_path / "live").glob(".chain-*")))
+    calls, live = _calls(tmp_path), tmp_path / "live"
+    assert " --m 1 2 3 --" in calls[0] and " --lengths 1:10,16,24,34,46 2:24,34,46,62,82 3:34,46,62,82,108 " in calls[0]
+    assert calls[0].endswith(f"--store {live}/smol-glove-9k.sqlite --out {live}/smol-glove-9k-m3-bundle")
+    assert calls[1] == (f"scripts/make_bundles.py --add-budget-ladder smollm2-135m --ladder 1000/500 3000/500 "
+                        f"--store {live}/smol-glove-9k.sqlite --out {live}/smol-glove-9k-m3-bundle")
 
 
 def test_resume_starts_the_plans_chains_less_what_is_finished_or_running(tmp_path):

@@ -45,6 +45,11 @@
 #                 reach, since at 9000 / 1500 m = 1 reached n50 30.7 (words) and 15 to 32 (tokens,
 #                 still open); the shortest (24 and 12, added at step ~1100 of the words run, when
 #                 1000 / 500 had crammed only 3 of 6 at 34) keep n50 inside the grid at 1000 / 500
+#   smol-glove-9k-m3, smol-tokens-9k-m3   the *-9k-m2 run with m = 3 added, on the same store: the
+#                 m = 1 strings are read back, the m = 2 ones go on from their kept states, and m = 3
+#                 at n = 34, 46, 62, 82, 108 (words) and 17, 24, 32, 42, 54, 70 (tokens) x 6 (the m = 2
+#                 grid one step up, one step more) joins them; one bundle with all three curves, and
+#                 [A]'s 3000 / 500 at every m read from it (make_bundles.py --read-budget) once decided
 #   smol-glove-27k, smol-tokens-27k   the *-9k-m2 runs with 3x their steps and patience (27000 /
 #                 4500), on the same store: each string the 9000 / 1500 run finished goes on from
 #                 where it left it (--extend-from 9000/1500; strings finished before 5 December
@@ -61,7 +66,7 @@ LIVE=${RUNS_LIVE:-scratch/runs}              # the live stores, logs and bundles
 KEPT=${RUNS_KEPT:-benchmarks/runs/stores}    # their snapshots (tracked)
 PLAN=${RUNS_PLAN:-benchmarks/runs/plan}      # the chains `resume` starts (tracked)
 RUNS="gemma-n50 smol-tokens smol-paper-tokens smol-glove-9k smol-tokens-9k smol-glove-9k-m2 smol-tokens-9k-m2 gemma-9k"
-RUNS="$RUNS smol-glove-27k smol-tokens-27k"
+RUNS="$RUNS smol-glove-27k smol-tokens-27k smol-glove-9k-m3 smol-tokens-9k-m3"
 
 args() {   # the make_bundles.py arguments of each run
   case "$1" in
@@ -82,8 +87,16 @@ args() {   # the make_bundles.py arguments of each run
     smol-tokens-9k-m2) echo "--models smollm2-135m --m 1 2 --samples 6 --source tokens --bos --protocol paper
       --max-steps 9000 --patience 1500 --search grid --lengths 1:6,9,12,17,22,27,32 2:12,17,24,32,42,54
       --no-geometry";;
+    smol-glove-9k-m3|smol-tokens-9k-m3) args "${1%-m3}-m2" | sed "s/--m 1 2 /--m 1 2 3 /; s/ 2:\([0-9,]*\)/ 2:\1 3:$(m3_lengths "$1")/";;
     smol-glove-27k|smol-tokens-27k) args "${1%-27k}-9k-m2" | sed 's/--max-steps 9000 --patience 1500/--max-steps 27000 --patience 4500 --extend-from 9000\/1500/';;
     *) echo "unknown run '$1' (one of: $RUNS)" >&2; exit 2;;
+  esac
+}
+
+m3_lengths() {   # the m = 3 grid of a *-9k-m3 run: its m = 2 grid one step up, and one step more
+  case "$1" in
+    smol-glove-9k-m3) echo "34,46,62,82,108";;
+    smol-tokens-9k-m3) echo "17,24,32,42,54,70";;
   esac
 }
 
@@ -93,7 +106,7 @@ chain_has() {   # whether a chain running from the live folder has run $1 still 
 
 store_of() {   # the store a run writes to: its own, or (the *-m2 and *-27k runs) that of its m = 1 run
   case "$1" in
-    *-m2) echo "${1%-m2}";;
+    *-m2|*-m3) echo "${1%-m?}";;
     *-27k) echo "${1%-27k}-9k";;
     *) echo "$1";;
   esac
@@ -103,7 +116,7 @@ after_run() {   # what follows a finished run: under [A]'s protocol, the budget 
   case "$1" in
     gemma-n50) echo "--add-budget-ladder gemma-3-270m --ladder 1000/500";;
     gemma-9k) echo "--add-budget-ladder gemma-3-270m --ladder 1000/500 3000/500";;
-    smol-paper-tokens|smol-*-9k|smol-*-9k-m2) echo "--add-budget-ladder smollm2-135m --ladder 1000/500 3000/500";;
+    smol-paper-tokens|smol-*-9k|smol-*-9k-m2|smol-*-9k-m3) echo "--add-budget-ladder smollm2-135m --ladder 1000/500 3000/500";;
     smol-*-27k) echo "--add-budget-ladder smollm2-135m --ladder 1000/500 3000/500 9000/1500";;
   esac
 }
