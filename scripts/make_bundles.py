@@ -389,6 +389,8 @@ def _read_budget(a, p, command, argv):
     try:
         b = bundling.read_budget_bundle(a.store, a.models[0], *budget,
                                         source=a.source if "--source" in given else None,
+                                        run_budget=parse_budget(a.read_from, "--read-from", p.error, "9000/1500")
+                                        if a.read_from else None,
                                         ms=a.m if "--m" in given else None, command=command)
     except ValueError as e:
         raise SystemExit(f"--read-budget: {e}") from None
@@ -585,6 +587,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "run in --store (also one still going), written to --out: every m of the run (or "
                         "--m), its n50 and slope, and the check against the run's own budget; nothing is "
                         "crammed. --source picks the run where the store holds several")
+    p.add_argument("--read-from", default=None, metavar="STEPS/PATIENCE",
+                   help="--read-budget: the run's own budget, where --store holds several runs of one source")
     p.add_argument("--ladder-m", type=int, default=1, help="--add-budget-ladder: the m (default 1)")
     p.add_argument("--ladder-lengths", nargs="+", type=int, default=None, metavar="N",
                    help="--add-budget-ladder of a grid bundle: the lengths of the larger budgets "

@@ -737,7 +737,7 @@ def ladder_slopes(curves) -> list[dict]:
 
 
 def read_budget_bundle(store, model: str, max_steps: int, patience: int, *, source: str | None = None,
-                       ms=None, facts: dict | None = None, command: str = "") -> dict:
+                       run_budget=None, ms=None, facts: dict | None = None, command: str = "") -> dict:
     """A cramming bundle of ``model`` at a smaller budget (``max_steps`` / ``patience``) read from
     the strings of a larger run in ``store``, also one still going (:func:`live_ladder`): every m
     of the run (or ``ms``) at that budget, its n50 and the slope over m, as if a run with that
@@ -750,8 +750,11 @@ def read_budget_bundle(store, model: str, max_steps: int, patience: int, *, sour
     :func:`rungs_moved`, :func:`open_rung_moved`). ``facts``: the model's facts (d, vocab_size,
     ...; default: its shipped cramming bundle's, else the loaded model's).
 
+    ``run_budget`` ((max_steps, patience)) picks the run by its own budget where the store holds
+    several of one source (a 27000 / 4500 run going on in the 9000 / 1500 run's store).
+
     ValueError, naming what is wrong, when the store holds no run of ``model`` (and ``source``),
-    holds several (give ``source``), cannot read that budget (:func:`live_ladder`'s reasons), or
+    holds several (give ``source`` or ``run_budget``), cannot read that budget (:func:`live_ladder`'s reasons), or
     has strings of an m still open at that budget (how many, at which steps)."""
     from accesslib._checks import check_int, check_int_list
     from accesslib.engine.cramming import PROTOCOLS
@@ -765,11 +768,25 @@ def read_budget_bundle(store, model: str, max_steps: int, patience: int, *, sour
                          + ("" if source is None else f" with source {source!r}")
                          + "; a run must finish at least one string at each m before a budget can be read from it")
     live = live_ladder(store, [(max_steps, patience)], **filters)["curves"]
-    runs = sorted({(c["source"], c["protocol_hash"]) for c in live})
+
+    def budget_of(c):
+        return "no recorded budget" if c["max_steps"] is None else f"{c['max_steps']:,} / {c['patience']:,}"
+
+    if run_budget is not None:
+        want = tuple(int(x) for x in run_budget)
+        picked = [c for c in live if (c["max_steps"], c["patience"]) == want]
+        if not picked:
+            raise ValueError(f"the store {store.path} holds no run of {model!r} with the budget "
+                             f"{want[0]:,} / {want[1]:,}; its runs: "
+                             + ", ".join(sorted({f"{c['source']}, {budget_of(c)}" for c in live})))
+        live = picked
+    runs = [(c["source"], c["protocol_hash"], budget_of(c)) for c in sorted(
+        live, key=lambda c: (c["source"], c["max_steps"] or 0, c["patience"] or 0, c["protocol_hash"]))]
+    runs = list(dict.fromkeys(runs))   # one per run (its curves at every m), by source and budget
     if len(runs) > 1:
         raise ValueError(f"the store {store.path} holds {len(runs)} runs of {model!r} "
-                         f"({', '.join(f'{s} / protocol {h}' for s, h in runs)}); name one with source"
-                         + (" (and keep one protocol per store)" if source is not None else ""))
+                         f"({', '.join(f'{s}, {b} (protocol {h})' for s, h, b in runs)}); name one by its source "
+                         "or its own budget (run_budget; make_bundles.py --read-from STEPS/PATIENCE)")
     curves = sorted(live, key=lambda c: c["m"])
     if ms is not None:
         ms = check_int_list("ms", ms, 1)

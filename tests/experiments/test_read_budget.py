@@ -129,10 +129,25 @@ def test_what_cannot_be_read_is_refused_in_words(cut_run, tmp_path):
     accessibility_curves(cut_run[0], [1], {1: [2, 3]}, samples=2, source="tokens", seed=0, search="grid",
                          protocol="paper", store=other, max_steps=30, patience=30)
     ResultsStore(work).merge(other)
-    with pytest.raises(ValueError, match=r"holds 2 runs of .*natural / protocol .*tokens / protocol .*name one "
-                                         r"with source"):
+    with pytest.raises(ValueError, match=r"holds 2 runs of .*natural, 120 / 60 \(protocol .*tokens, 30 / 30 "
+                                         r"\(protocol .*name one by its source or its own budget"):
         bundling.read_budget_bundle(work, embedded.DEFAULT, 20, 10)
     assert bundling.read_budget_bundle(work, embedded.DEFAULT, 20, 10, source="tokens")["source"] == "tokens"
+    assert bundling.read_budget_bundle(work, embedded.DEFAULT, 20, 10, run_budget=(30, 30))["source"] == "tokens"
+    with pytest.raises(ValueError, match=r"no run of .* with the budget 90 / 30; its runs: natural, 120 / 60, "
+                                         r"tokens, 30 / 30"):
+        bundling.read_budget_bundle(work, embedded.DEFAULT, 20, 10, run_budget=(90, 30))
+    # a larger run going on in the same store, of the same source: picked by its own budget
+    longer = tmp_path / "longer.sqlite"
+    accessibility_curves(cut_run[0], [1], {1: [2, 3]}, samples=2, source="tokens", seed=0, search="grid",
+                         protocol="paper", store=longer, max_steps=90, patience=30)
+    ResultsStore(work).merge(longer)
+    with pytest.raises(ValueError, match=r"holds 2 runs .*tokens, 30 / 30 .*tokens, 90 / 30"):
+        bundling.read_budget_bundle(work, embedded.DEFAULT, 20, 10, source="tokens")
+    got = [bundling.read_budget_bundle(work, embedded.DEFAULT, 20, 10, source="tokens", run_budget=rb)
+           for rb in ((30, 30), (90, 30))]
+    assert [b["read_from"]["max_steps"] for b in got] == [30, 90]
+    assert got[0]["curves"][0]["successes"] == got[1]["curves"][0]["successes"]   # the same strings, read alike
     # a schedule (the fast protocol) stretches with the steps: no smaller budget is its prefix
     fast = tmp_path / "fast.sqlite"
     accessibility_curves(cut_run[0], [1], {1: [2, 3]}, samples=2, source="natural", seed=0, search="grid",
@@ -152,10 +167,10 @@ def test_make_bundles_read_budget_and_notebook_03(cut_run, tmp_path, capsys, loa
     mb = load_script("scripts/make_bundles.py")
     out = tmp_path / "b40"
     mb.main(["--read-budget", "40/20", "--models", embedded.DEFAULT, "--store", str(work), "--out", str(out),
-             "--m", "1"])
+             "--m", "1", "--read-from", "120/60"])
     line = capsys.readouterr().out.strip().splitlines()[-1]
     b = bundles.load("cram", embedded.DEFAULT, out)
-    assert [c["m"] for c in b["curves"]] == [1] and b["command"].endswith(f"--out {out} --m 1")
+    assert [c["m"] for c in b["curves"]] == [1] and b["command"].endswith(f"--out {out} --m 1 --read-from 120/60")
     assert line.startswith(f"{embedded.DEFAULT} at 40 / 20 (read from the 120 / 60 run, natural): m=1: ")
     assert line.endswith(f" -> {out / f'cram-{embedded.DEFAULT}.json'}")
     for args, words in ((["--read-budget", "40"], "--read-budget: expected STEPS/PATIENCE, whole numbers >= 1 "
@@ -165,7 +180,12 @@ def test_make_bundles_read_budget_and_notebook_03(cut_run, tmp_path, capsys, loa
                         (["--read-budget", "40/20", "--models", embedded.DEFAULT, "--store", str(tmp_path / "x"),
                           "--out", str(out)], "--read-budget: no results store at"),
                         (["--read-budget", "120/60", "--models", embedded.DEFAULT, "--store", str(work),
-                          "--out", str(out)], "--read-budget: 120 / 60 is not decided yet")):
+                          "--out", str(out)], "--read-budget: 120 / 60 is not decided yet"),
+                        (["--read-budget", "40/20", "--models", embedded.DEFAULT, "--store", str(work),
+                          "--out", str(out), "--read-from", "120"], "--read-from: expected STEPS/PATIENCE"),
+                        (["--read-budget", "40/20", "--models", embedded.DEFAULT, "--store", str(work),
+                          "--out", str(out), "--read-from", "90/30"], "with the budget 90 / 30; its runs: natural, "
+                                                                      "120 / 60")):
         with pytest.raises(SystemExit) as e:
             mb.main(args)
         assert words in (str(e.value.code) if isinstance(e.value.code, str) else capsys.readouterr().err)
