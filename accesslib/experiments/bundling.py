@@ -767,26 +767,7 @@ def read_budget_bundle(store, model: str, max_steps: int, patience: int, *, sour
         raise ValueError(f"the store {store.path} holds no finished string of {model!r}"
                          + ("" if source is None else f" with source {source!r}")
                          + "; a run must finish at least one string at each m before a budget can be read from it")
-    live = live_ladder(store, [(max_steps, patience)], **filters)["curves"]
-
-    def budget_of(c):
-        return "no recorded budget" if c["max_steps"] is None else f"{c['max_steps']:,} / {c['patience']:,}"
-
-    if run_budget is not None:
-        want = tuple(int(x) for x in run_budget)
-        picked = [c for c in live if (c["max_steps"], c["patience"]) == want]
-        if not picked:
-            raise ValueError(f"the store {store.path} holds no run of {model!r} with the budget "
-                             f"{want[0]:,} / {want[1]:,}; its runs: "
-                             + ", ".join(sorted({f"{c['source']}, {budget_of(c)}" for c in live})))
-        live = picked
-    runs = [(c["source"], c["protocol_hash"], budget_of(c)) for c in sorted(
-        live, key=lambda c: (c["source"], c["max_steps"] or 0, c["patience"] or 0, c["protocol_hash"]))]
-    runs = list(dict.fromkeys(runs))   # one per run (its curves at every m), by source and budget
-    if len(runs) > 1:
-        raise ValueError(f"the store {store.path} holds {len(runs)} runs of {model!r} "
-                         f"({', '.join(f'{s}, {b} (protocol {h})' for s, h, b in runs)}); name one by its source "
-                         "or its own budget (run_budget; make_bundles.py --read-from STEPS/PATIENCE)")
+    live = _one_run(live_ladder(store, [(max_steps, patience)], **filters)["curves"], store, model, run_budget)
     curves = sorted(live, key=lambda c: c["m"])
     if ms is not None:
         ms = check_int_list("ms", ms, 1)
@@ -821,29 +802,11 @@ def read_budget_bundle(store, model: str, max_steps: int, patience: int, *, sour
     protocol = next((name for name, p in PROTOCOLS.items()
                      if all(_json_equal(base.get(k), v) for k, v in p.items() if k not in ("max_steps", "patience"))),
                     "custom")
-    recs, check, undecided = [], {}, []
-    for c in curves:
-        r = rungs[c["m"]]
-        recs.append(dict(m=c["m"], lengths=r["lengths"], successes=r["successes"], totals=r["totals"],
-                         n50=r["n50"], n50_stderr=r["stderr"],
-                         **{k: r[k] for k in ("n50_above", "n50_below") if r.get(k) is not None},
-                         strings_crammed=0, strings_from_store=sum(r["totals"]), wall_time=0.0, interrupted=False))
-        own = next(x for x in c["rungs"] if x["own"])
-        if (max_steps, patience) == (steps0, patience0):
-            continue
-        if any(own["open"]) or own["unknown"]:
-            moved, shift = open_rung_moved(r, own)
-            decided = moved is not None
-        else:
-            moved, shift, _ = rungs_moved(r, own)
-            decided = True
-        if not decided:
-            undecided.append(c["m"])
-            continue
-        check[str(c["m"])] = dict(n50=r["n50"], stderr=r["stderr"], n50_3x=own.get("n50"), stderr_3x=own.get("stderr"),
-                                  shift=shift, moved=moved, lengths_3x=own["lengths"], successes_3x=own["successes"],
-                                  totals_3x=own["totals"], open_3x=own["open"], strings_crammed=0,
-                                  strings_from_store=sum(own["totals"]))
+    recs = [dict(m=m, lengths=r["lengths"], successes=r["successes"], totals=r["totals"], n50=r["n50"],
+                 n50_stderr=r["stderr"], **{k: r[k] for k in ("n50_above", "n50_below") if r.get(k) is not None},
+                 strings_crammed=0, strings_from_store=sum(r["totals"]), wall_time=0.0, interrupted=False)
+            for m, r in sorted(rungs.items())]
+    check, undecided = ({}, []) if (max_steps, patience) == (steps0, patience0) else _against_own(curves, rungs)
     slope = slope_record(recs)
     if slope and slope.get("slope_stderr") is None:   # two m: the stderr propagated from the n50 stderrs
         from accesslib.theory.stats import propagated_slope_stderr
@@ -876,6 +839,52 @@ def read_budget_bundle(store, model: str, max_steps: int, patience: int, *, sour
             wall_time=0.0, created=bundle["created"], hardware=bundle["hardware"], command=command,
             read_from_run=True)
     return bundle
+
+
+def _one_run(live: list[dict], store, model: str, run_budget) -> list[dict]:
+    """The curves of :func:`live_ladder` that belong to one run (source and protocol): those of
+    ``run_budget`` ((max_steps, patience)) where given; ValueError naming the runs when there are
+    several, or none of that budget."""
+    def budget_of(c):
+        return "no recorded budget" if c["max_steps"] is None else f"{c['max_steps']:,} / {c['patience']:,}"
+
+    if run_budget is not None:
+        want = tuple(int(x) for x in run_budget)
+        picked = [c for c in live if (c["max_steps"], c["patience"]) == want]
+        if not picked:
+            raise ValueError(f"the store {store.path} holds no run of {model!r} with the budget "
+                             f"{want[0]:,} / {want[1]:,}; its runs: "
+                             + ", ".join(sorted({f"{c['source']}, {budget_of(c)}" for c in live})))
+        live = picked
+    runs = list(dict.fromkeys((c["source"], c["protocol_hash"], budget_of(c)) for c in sorted(
+        live, key=lambda c: (c["source"], c["max_steps"] or 0, c["patience"] or 0, c["protocol_hash"]))))
+    if len(runs) > 1:
+        raise ValueError(f"the store {store.path} holds {len(runs)} runs of {model!r} "
+                         f"({', '.join(f'{s}, {b} (protocol {h})' for s, h, b in runs)}); name one by its source "
+                         "or its own budget (run_budget; make_bundles.py --read-from STEPS/PATIENCE)")
+    return live
+
+
+def _against_own(curves: list[dict], rungs: dict) -> tuple[dict, list[int]]:
+    """A read budget's rung at each m (``rungs``) against the run's own rung there: where that can
+    be told already (the own rung decided: :func:`rungs_moved`; still open, but moved however its
+    open strings end: :func:`open_rung_moved`), a budget check entry as :func:`budget_check` gives
+    one (plus ``open_3x``); the m where it cannot be told yet."""
+    check, undecided = {}, []
+    for c in curves:
+        r, own = rungs[c["m"]], next(x for x in c["rungs"] if x["own"])
+        if any(own["open"]) or own["unknown"]:
+            moved, shift = open_rung_moved(r, own)
+            if moved is None:
+                undecided.append(c["m"])
+                continue
+        else:
+            moved, shift, _ = rungs_moved(r, own)
+        check[str(c["m"])] = dict(n50=r["n50"], stderr=r["stderr"], n50_3x=own.get("n50"), stderr_3x=own.get("stderr"),
+                                  shift=shift, moved=moved, lengths_3x=own["lengths"], successes_3x=own["successes"],
+                                  totals_3x=own["totals"], open_3x=own["open"], strings_crammed=0,
+                                  strings_from_store=sum(own["totals"]))
+    return check, undecided
 
 
 def _json_equal(a, b) -> bool:
