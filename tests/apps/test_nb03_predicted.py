@@ -330,7 +330,11 @@ def test_the_shipped_smollm2_bundle_shows_its_remeasurement_under_the_published_
     from accesslib.apps.nb03_predicted import remeasured_points
 
     b = bundles.load("cram", "smollm2-135m")
-    (rec,) = [r for r in b["remeasured"] if r["source"] == "glove100k"]
+    rec = next(r for r in b["remeasured"] if r["origin"].endswith("/smol-glove-9k"))
+    for other in b["remeasured"]:       # each record is its committed run bundle, nothing typed
+        run = json.loads((ROOT / other["origin"] / "cram-smollm2-135m.json").read_text())
+        assert {k: other[k] for k in bundles.REMEASURE_KEYS if k in run} == {
+            k: run[k] for k in bundles.REMEASURE_KEYS if k in run}
     run = json.loads((ROOT / rec["origin"] / "cram-smollm2-135m.json").read_text())
     assert {k: rec[k] for k in bundles.REMEASURE_KEYS if k in run} == {k: run[k] for k in bundles.REMEASURE_KEYS
                                                                         if k in run}
@@ -342,8 +346,11 @@ def test_the_shipped_smollm2_bundle_shows_its_remeasurement_under_the_published_
     assert html.escape(bundles.ladder_text(rec, own="the run's")) in txt
     assert f"Step budget: <b>{bundles.budget_status(rec)[0]}</b>" in txt and "(the run&#x27;s)" in txt
     xs, ys = app.art["remeasured"].lines[0].get_data()
-    assert list(ys[:3]) == pytest.approx([r["n50"] for r in rungs]) and all(0.5 <= x < 1 for x in xs)
-    assert [t.get_text() for t in app.art["remeasured_texts"]][:3] == [
+    at_1 = [i for i, x in enumerate(xs) if 0.5 <= x < 1]             # m = 1's squares, left of m = 1
+    texts = [app.art["remeasured_texts"][i].get_text() for i in at_1]
+    ys = [ys[i] for i in at_1]
+    assert ys[:3] == pytest.approx([r["n50"] for r in rungs])
+    assert texts[:3] == [
         f"[A]'s words, {r['max_steps']:,} / {r['patience']:,}" for r in rungs]
     # and random tokens under [A]'s protocol, two runs taken together: with patience 500, 9000 steps
     # crammed nothing 3000 had not; with patience 1500 they did. The rungs both runs read (1000 / 500,
@@ -351,7 +358,7 @@ def test_the_shipped_smollm2_bundle_shows_its_remeasurement_under_the_published_
     tok = sorted((r for r in b["remeasured"] if r["source"] == "tokens"), key=lambda r: r["settings"]["patience"])
     assert [(r["protocol"], r["settings"]["max_steps"], r["settings"]["patience"]) for r in tok] == [
         ("paper", 9000, 500), ("paper", 9000, 1500)]
-    assert [(round(y, 1), t.get_text()) for y, t in zip(ys[3:], app.art["remeasured_texts"][3:])] == [
+    assert [(round(y, 1), t) for y, t in zip(ys[3:], texts[3:])] == [
         (10.5, "random tokens, 1,000 / 500"), (12.8, "random tokens, 3,000 / 500 = 9,000 / 500"),
         (15.6, "random tokens, 9,000 / 1,500")]
     assert txt.count("uniform random token ids") >= 2 and "Step budget: <b>inconclusive</b>" in txt
@@ -361,7 +368,8 @@ def test_the_shipped_smollm2_bundle_shows_its_remeasurement_under_the_published_
     assert "n50 re-measured (another protocol or targets)" in [t.get_text() for t in
                                                                app.art["ax"].get_legend().get_texts()]
     rows = [r for r in app.data_rows() if r["panel"] == "n50 re-measured"]
-    assert [(r["m"], r["label"]) for r in rows] == [(1, t.get_text()) for t in app.art["remeasured_texts"]]
+    assert [(r["m"], r["label"]) for r in rows] == [(p[0], p[3]) for p in app.remeasured_points]
+    assert [r["label"] for r in rows] == [t.get_text() for t in app.art["remeasured_texts"]]
     app.model.value = embedded.DEFAULT     # none: nothing drawn, no legend entry, no line
     assert len(app.art["remeasured"].lines[0].get_xdata()) == 0 and app.art["remeasured_texts"] == []
     assert "Re-measured" not in app.readout.value
