@@ -873,14 +873,17 @@ def _against_own(curves: list[dict], rungs: dict) -> tuple[dict, list[int]]:
     check, undecided = {}, []
     for c in curves:
         r, own = rungs[c["m"]], next(x for x in c["rungs"] if x["own"])
+        low = None
         if any(own["open"]) or own["unknown"]:
             moved, shift = open_rung_moved(r, own)
             if moved is None:
                 undecided.append(c["m"])
                 continue
+            rg = own.get("n50_range") or {}
+            low = rg.get("low") if not rg.get("below") else None   # the least n50 its open strings can give
         else:
             moved, shift, _ = rungs_moved(r, own)
-        check[str(c["m"])] = dict(n50=r["n50"], stderr=r["stderr"], n50_3x=own.get("n50"), stderr_3x=own.get("stderr"),
+        check[str(c["m"])] = dict(**({} if low is None else dict(n50_3x_low=low)),n50=r["n50"], stderr=r["stderr"], n50_3x=own.get("n50"), stderr_3x=own.get("stderr"),
                                   shift=shift, moved=moved, lengths_3x=own["lengths"], successes_3x=own["successes"],
                                   totals_3x=own["totals"], open_3x=own["open"], strings_crammed=0,
                                   strings_from_store=sum(own["totals"]))

@@ -224,7 +224,8 @@ def remeasure_rungs(rec) -> list[tuple]:
     rungs = sorted(lad.get("rungs") or [], key=lambda r: r["max_steps"])
     out = [(int(lad["m"]), r, budget_words(r.get("max_steps"), r.get("patience"))) for r in rungs]
     own = budget_words(settings.get("max_steps"), settings.get("patience"))
-    out += [(int(c["m"]), dict(c, stderr=c.get("n50_stderr")), own) for c in rec.get("curves") or []
+    out += [(int(c["m"]), dict(c, stderr=c.get("n50_stderr"), max_steps=settings.get("max_steps"),
+                               patience=settings.get("patience")), own) for c in rec.get("curves") or []
             if not (rungs and c["m"] == lad.get("m"))]
     return sorted(out, key=lambda t: (t[0], t[1].get("max_steps") or 0))
 
@@ -234,7 +235,7 @@ BUDGET_LABELS = ("converged", "budget-limited", "inconclusive", "not checked")
 
 
 def _fmt(x, f=".1f") -> str:
-    return format(x, f) if isinstance(x, (int, float)) else "?"
+    return format(x, f) if isinstance(x, (int, float)) else x if isinstance(x, str) else "?"
 
 
 def budget_status(bundle: dict) -> tuple[str, str]:
@@ -260,8 +261,10 @@ def budget_status(bundle: dict) -> tuple[str, str]:
         st = chk.get("settings") or {}
         steps = st.get("max_steps") or [None, None]
         for m, r in sorted((chk.get("ms") or {}).items(), key=lambda kv: int(kv[0])):
-            rows.append((int(m), r.get("n50"), r.get("n50_3x"), r.get("moved"), steps[0], steps[1],
-                         chk.get("factor")))
+            larger = r.get("n50_3x")
+            if larger is None and r.get("n50_3x_low") is not None:   # read from a run whose strings are open
+                larger = f"at least {r['n50_3x_low']:.1f} (strings still being crammed)"
+            rows.append((int(m), r.get("n50"), larger, r.get("moved"), steps[0], steps[1], chk.get("factor")))
     for c in bundle.get("budget_checks") or []:
         shift = c.get("shift")
         steps = c.get("max_steps") or [None, None]

@@ -496,7 +496,27 @@ def test_03_q8_smollm2_remeasured_under_the_published_protocol():
         "random tokens, 1,000 / 500", "random tokens, 3,000 / 500 = 9,000 / 500", "random tokens, 9,000 / 1,500"]
     assert budget_status(tok)[0] == "inconclusive" and "patience was not tripled" in budget_status(tok)[1]
     assert budget_status(toks[1])[0] == "budget-limited"
+    # the square left of m = 2: [A]'s 3000 / 500 at m = 1 and 2, read from the same run, and its slope
+    read = next(r for r in app.bundle["remeasured"] if r.get("read_from"))
+    assert (read["source"], read["settings"]["max_steps"], read["settings"]["patience"]) == ("glove100k", 3000, 500)
+    assert (read["read_from"]["max_steps"], read["read_from"]["patience"], read["read_from"]["undecided_ms"]) == (
+        9000, 1500, [])
+    c1, c2 = sorted(read["curves"], key=lambda c: c["m"])
+    assert (c1["successes"], c1["n50"]) == (rungs[(3000, 500)]["successes"], pytest.approx(rungs[(3000, 500)]["n50"]))
+    assert round(c2["n50"], 1) == 42.9 and c2["lengths"] == [24, 34, 46, 62, 82]
+    sl = read["slope"]
+    assert sl["slope"] == pytest.approx(c2["n50"] - c1["n50"]) and (round(sl["slope"], 1), round(sl["slope_stderr"], 1)) == (
+        22.8, 4.5)
+    assert round(app.values["slopes"]["ball"] / sl["slope"]) == 19 and round(app.values["slopes"]["ball"], 1) == 443.5
+    chk = read["budget_check"]["ms"]["2"]
+    assert chk["moved"] is True and chk["n50_3x"] is None and round(chk["n50_3x_low"], 1) == 51.3
+    assert budget_status(read)[0] == "budget-limited"
+    at_2 = [(round(y, 1), t.get_text()) for x, y, t in zip(xs, ys, app.art["remeasured_texts"]) if 1 < x < 2]
+    assert at_2 == [(42.9, "[A]'s words, 3,000 / 500")]
     says(answers("03-predicted-vs-measured.ipynb"), "orange squares left of m = 1",
+         "square left of m = 2 is [A]'s 3000 / 500 at m = 2", "42.9, so under [A]'s own protocol this model packs "
+         "a = 22.8 ± 4.5", "C_ball / a about 19, at the edge of [A]'s 5-20×",
+         "9000 / 1500 already puts n50 at m = 2 at 51.3 or more (*budget-limited* again)",
          "n50 at m = 1 is 18.7 with 1000 / 500, 20.1 with [A]'s 3000 / 500 and 30.7 with 9000 / 1500",
          "(*budget-limited*)", "1.8 to 2.9 times the shipped 10.6",
          "10.5 with 1000 / 500 and 12.8 with 3000 / 500", "9000 steps at [A]'s patience of 500 cram",

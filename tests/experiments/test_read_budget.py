@@ -214,3 +214,29 @@ def test_real_runs_read_at_the_published_budget_agree_with_their_ladders(tmp_pat
         assert b["budget_check"]["ms"]["1"]["moved"] is True and bundles.budget_status(b)[0] == "budget-limited"
         assert b["budget_check"]["ms"]["1"]["successes_3x"] == next(
             x for x in rec["curves"] if x["m"] == 1)["successes"]
+
+
+def test_a_check_against_a_run_still_going_says_the_least_n50_it_can_reach():
+    """The run's own rung still open at m = 2 (SmolLM2's words at 19:17 UTC, 5 December): 3000 / 500
+    has moved however the open strings end, and the check says the least n50 they can give."""
+    lengths, successes, totals, open_ = [24, 34, 46, 62, 82], [6, 6, 5, 0, 0], [6] * 5, [0, 0, 1, 6, 6]
+    own = dict(max_steps=9000, patience=1500, lengths=lengths, successes=successes, totals=totals, open=open_,
+               unknown=0, own=True, n50=None, stderr=None,
+               n50_range=bundling.open_n50_range(lengths, successes, totals, open_))
+    read = dict(bundling.measured_rung(3000, 500, lengths, [6, 3, 4, 0, 0], totals), open=[0] * 5, own=False)
+    curve = dict(m=2, rungs=[read, own])
+    check, undecided = bundling._against_own([curve], {2: read})
+    (r,) = check.values()
+    assert undecided == [] and r["moved"] is True and r["shift"] > 1 and r["open_3x"] == open_
+    assert r["n50_3x"] is None and r["n50_3x_low"] == pytest.approx(own["n50_range"]["low"])
+    assert r["n50_3x_low"] > read["n50"] + read["stderr"]
+    b = dict(budget_check=dict(factor=3, ms={"2": r}, settings=dict(max_steps=[3000, 9000], patience=[500, 1500]),
+                               read_from_run=True))
+    label, text = bundles.budget_status(b)
+    assert label == "budget-limited"
+    assert (f"m = 2: {read['n50']:.1f} with 3000 steps, at least {r['n50_3x_low']:.1f} (strings still being "
+            "crammed) with 9000") in text
+    # not yet told: the open strings can still end near the read n50
+    close = dict(own, successes=[6, 3, 3, 0, 0], open=[0, 3, 3, 6, 6],
+                 n50_range=bundling.open_n50_range(lengths, [6, 3, 3, 0, 0], totals, [0, 3, 3, 6, 6]))
+    assert bundling._against_own([dict(m=2, rungs=[read, close])], {2: read}) == ({}, [2])
