@@ -243,34 +243,26 @@ def test_an_m2_run_follows_its_m1_run_on_the_same_store(tmp_path):
     assert not (live / "smol-glove-9k-m2.sqlite").exists()
 
 
-def test_a_27k_run_goes_on_in_the_9k_runs_store(tmp_path):
-    """smol-tokens-27k writes to smol-tokens-9k's store (where the 9000 / 1500 run left its strings),
-    going on from there, and ends with its ladder down to [A]'s budget."""
+@pytest.mark.parametrize("name, store, has, ladder", [
+    # a 27k run goes on in its 9000 / 1500 run's store from where that run left each string, and ends
+    # with its ladder down to [A]'s budget
+    ("smol-tokens-27k", "smol-tokens-9k", " --max-steps 27000 --patience 4500 --extend-from 9000/1500 ",
+     "1000/500 3000/500 9000/1500"),
+    # an m = 3 run goes on in its m = 1 run's store (m = 1 read back, m = 2 from its kept states)
+    ("smol-glove-9k-m3", "smol-glove-9k", " --m 1 2 3 --samples 6 ", "1000/500 3000/500"),
+])
+def test_a_run_that_goes_on_in_another_runs_store(tmp_path, name, store, has, ladder):
+    """It writes to that store, into a bundle folder of its own, and ends with its ladder."""
     env = _fake_env(tmp_path)
-    r = subprocess.run(["bash", str(RUNS), "start", "smol-tokens-27k"], capture_output=True, text=True, env=env,
-                       timeout=60)
+    r = subprocess.run(["bash", str(RUNS), "start", name], capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     _wait(lambda: len(_calls(tmp_path)) == 2 and not list((tmp_path / "live").glob(".chain-*")))
     calls, live = _calls(tmp_path), tmp_path / "live"
-    assert " --max-steps 27000 --patience 4500 --extend-from 9000/1500 " in calls[0]
-    assert calls[0].endswith(f"--store {live}/smol-tokens-9k.sqlite --out {live}/smol-tokens-27k-bundle")
-    assert calls[1] == (f"scripts/make_bundles.py --add-budget-ladder smollm2-135m --ladder 1000/500 3000/500 "
-                        f"9000/1500 --store {live}/smol-tokens-9k.sqlite --out {live}/smol-tokens-27k-bundle")
-
-
-def test_an_m3_run_goes_on_in_the_m1_runs_store(tmp_path):
-    """smol-glove-9k-m3 writes to smol-glove-9k's store (m = 1 read back, m = 2 going on from its
-    kept states), into a bundle folder of its own, and ends with its ladder."""
-    env = _fake_env(tmp_path)
-    r = subprocess.run(["bash", str(RUNS), "start", "smol-glove-9k-m3"], capture_output=True, text=True, env=env,
-                       timeout=60)
-    assert r.returncode == 0, r.stderr
-    _wait(lambda: len(_calls(tmp_path)) == 2 and not list((tmp_path / "live").glob(".chain-*")))
-    calls, live = _calls(tmp_path), tmp_path / "live"
-    assert " --m 1 2 3 --" in calls[0] and " --lengths 1:10,16,24,34,46 2:24,34,46,62,82 3:34,46,62,82,108 " in calls[0]
-    assert calls[0].endswith(f"--store {live}/smol-glove-9k.sqlite --out {live}/smol-glove-9k-m3-bundle")
-    assert calls[1] == (f"scripts/make_bundles.py --add-budget-ladder smollm2-135m --ladder 1000/500 3000/500 "
-                        f"--store {live}/smol-glove-9k.sqlite --out {live}/smol-glove-9k-m3-bundle")
+    assert has in calls[0] and calls[0].endswith(f"--store {live}/{store}.sqlite --out {live}/{name}-bundle")
+    assert calls[1] == (f"scripts/make_bundles.py --add-budget-ladder smollm2-135m --ladder {ladder} "
+                        f"--store {live}/{store}.sqlite --out {live}/{name}-bundle")
+    if name.endswith("-m3"):
+        assert " --lengths 1:10,16,24,34,46 2:24,34,46,62,82 3:34,46,62,82,108 " in calls[0]
 
 
 def test_resume_starts_the_plans_chains_less_what_is_finished_or_running(tmp_path):
