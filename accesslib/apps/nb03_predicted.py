@@ -143,10 +143,11 @@ def _same_n50(a: dict, b: dict) -> bool:
     return all(a.get(k) == b.get(k) for k in ("n50", "stderr", "n50_above", "n50_below"))
 
 
-def remeasured_html(bundle) -> str:
+def remeasured_html(bundle, ball: float | None = None) -> str:
     """One line per re-measurement of the model (:func:`remeasured_points`): its protocol and
     targets, strings per length, its n50 by m (and by step budget where it has a ladder), its slope
-    where it has two m, its budget label, and where its whole bundle is. "" without any."""
+    where it has two m (and C/a with ``ball``, the ball bound's C at the sliders' ε and r), its
+    budget label, and where its whole bundle is. "" without any."""
     lines = []
     for rec in bundle.get("remeasured") or []:
         settings = rec.get("settings") or {}
@@ -165,7 +166,8 @@ def remeasured_html(bundle) -> str:
             f"{_strings_text(*_strings_range(rec))} strings per length: "
             + (html.escape(ladder) + " " if ladder else "")
             + (f"{html.escape(per_m)}. " if per_m else "")
-            + (f"Slope a = {sl:.2f}{'' if se is None else f' ± {se:.2f}'}. " if sl else "")
+            + (f"Slope a = {sl:.2f}{'' if se is None else f' ± {se:.2f}'}"
+               + (f", ball bound C/a = <b>{ball / sl:.1f}×</b>" if ball else "") + ". " if sl else "")
             + f"Step budget: <b>{html.escape(label)}</b>. Made {human_date(rec.get('created'))}; "
             f"its whole bundle: {html.escape(str(rec.get('origin')))}.")
     return "<br>".join(lines)
@@ -385,7 +387,7 @@ class PredictedApp(App):
                 + (" (the dotted line, fixed: it does not follow the sliders)" if me.get("ok") else "") + "</div>"
                 "<div style='max-width:560px'><b>About this measurement:</b><br>"
                 f"{caveats_html(self.caveats)}</div>"
-                + (f"<div style='max-width:1200px'>{again}</div>" if (again := remeasured_html(self.bundle)) else "")
+                + (f"<div style='max-width:1200px'>{again}</div>" if (again := remeasured_html(self.bundle, slopes["ball"])) else "")
                 + (f"<div style='max-width:1200px'>{pub}</div>" if (pub := published_html(self.published_match, self.bundle))
                    else "") + "</div>")
 

@@ -508,6 +508,8 @@ def test_03_q8_smollm2_remeasured_under_the_published_protocol():
     assert sl["slope"] == pytest.approx(c2["n50"] - c1["n50"]) and (round(sl["slope"], 1), round(sl["slope_stderr"], 1)) == (
         22.8, 4.5)
     assert round(app.values["slopes"]["ball"] / sl["slope"]) == 19 and round(app.values["slopes"]["ball"], 1) == 443.5
+    assert (f"Slope a = {sl['slope']:.2f} ± {sl['slope_stderr']:.2f}, ball bound C/a = "
+            f"<b>{app.values['slopes']['ball'] / sl['slope']:.1f}×</b>") in app.readout.value
     chk = read["budget_check"]["ms"]["2"]
     assert chk["moved"] is True and chk["n50_3x"] is None and round(chk["n50_3x_low"], 1) == 51.3
     assert budget_status(read)[0] == "budget-limited"
