@@ -22,7 +22,7 @@ from accesslib.results.bundles import (
     patience_stop,
     slope_record,
 )
-from accesslib.results.store import ResultsStore, inflight_key, target_hash
+from accesslib.results.store import ResultsStore, canonical, inflight_key, target_hash
 
 
 def crammed_memory(lm, n: int, *, source: str = "tokens", seed: int = 0, tries: int = 4,
@@ -800,7 +800,8 @@ def read_budget_bundle(store, model: str, max_steps: int, patience: int, *, sour
     settings = dict(store.settings(run0["protocol_hash"]) or {}, max_steps=max_steps, patience=patience)
     base = {k: v for k, v in settings.items() if k not in ("max_steps", "patience", "prefix_ids")}
     protocol = next((name for name, p in PROTOCOLS.items()
-                     if all(_json_equal(base.get(k), v) for k, v in p.items() if k not in ("max_steps", "patience"))),
+                     if all(canonical(base.get(k)) == canonical(v) for k, v in p.items()
+                            if k not in ("max_steps", "patience"))),
                     "custom")
     recs = [dict(m=m, lengths=r["lengths"], successes=r["successes"], totals=r["totals"], n50=r["n50"],
                  n50_stderr=r["stderr"], **{k: r[k] for k in ("n50_above", "n50_below") if r.get(k) is not None},
@@ -822,8 +823,7 @@ def read_budget_bundle(store, model: str, max_steps: int, patience: int, *, sour
     ratio = steps0 / max_steps
     bundle = dict(kind="cram", version=BUNDLE_VERSION, model=model, facts=dict(facts), source=run0["source"],
                   samples=samples, search="grid", seed=seeds[0] if len(seeds) == 1 else seeds, protocol=protocol,
-                  settings={k: (list(v) if isinstance(v, tuple) else v) for k, v in settings.items()},
-                  curves=recs, slope=slope, examples=[], geometry=None,
+                  settings=settings, curves=recs, slope=slope, examples=[], geometry=None,
                   created=datetime.now(timezone.utc).isoformat(timespec="seconds"), hardware=hardware(),
                   wall_time=0.0, command=command, budget_check=None,
                   read_from=dict(max_steps=steps0, patience=patience0, store=str(store.path),
@@ -890,13 +890,6 @@ def _against_own(curves: list[dict], rungs: dict) -> tuple[dict, list[int]]:
     return check, undecided
 
 
-def _json_equal(a, b) -> bool:
-    """Equal once tuples are lists (settings read back from JSON against the protocol table)."""
-    def norm(x):
-        return list(x) if isinstance(x, tuple) else x
-    return norm(a) == norm(b)
-
-
 def _model_facts(model: str) -> dict:
     """A model's facts as a bundle keeps them: from its shipped cramming bundle, else the loaded model."""
     from accesslib.results import bundles
@@ -906,8 +899,12 @@ def _model_facts(model: str) -> dict:
     except (ValueError, KeyError):
         from accesslib.models.loading import load_model
 
-        f = load_model(model).facts
-        return dict(d=f.d, vocab_size=f.vocab_size, dtype=f.dtype, family=f.family, max_context=f.max_context)
+        return facts_record(load_model(model).facts)
+
+
+def facts_record(f) -> dict:
+    """A model's facts (:class:`accesslib.models.loading.ModelFacts`) as a cramming bundle keeps them."""
+    return dict(d=f.d, vocab_size=f.vocab_size, dtype=f.dtype, family=f.family, max_context=f.max_context)
 
 
 def _kept_passes(key: dict, filters: dict) -> bool:
@@ -1119,10 +1116,7 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
         geo = measure_geometry(lm, model_name, seed=seed, progress=progress, **opts)
     elif isinstance(geometry, dict):   # a record measured before (python -m accesslib geometry --out)
         geo = geometry
-    f = lm.facts
-    bundle = dict(kind="cram", version=BUNDLE_VERSION, model=model_name,
-                  facts=dict(d=f.d, vocab_size=f.vocab_size, dtype=f.dtype, family=f.family,
-                             max_context=f.max_context),
+    bundle = dict(kind="cram", version=BUNDLE_VERSION, model=model_name, facts=facts_record(lm.facts),
                   source=source, samples=samples, search=search, seed=seed, protocol=protocol,
                   settings={k: (list(v) if isinstance(v, tuple) else v) for k, v in (settings or {}).items()},
                   curves=curves, slope=slope_record(curves), examples=ex, geometry=geo,

@@ -226,12 +226,12 @@ EXPORT_COLUMNS = ("id",) + tuple(c for c in ALL_COLUMNS if c != "memory")
 STORE_NAME = "results.sqlite"
 
 
-def _canonical(obj: Any) -> Any:
+def canonical(obj: Any) -> Any:
     """Make settings json-stable: tuples -> lists, numpy scalars -> python, dict keys sorted."""
     if isinstance(obj, Mapping):
-        return {str(k): _canonical(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
+        return {str(k): canonical(v) for k, v in sorted(obj.items(), key=lambda kv: str(kv[0]))}
     if isinstance(obj, (list, tuple)):
-        return [_canonical(v) for v in obj]
+        return [canonical(v) for v in obj]
     if isinstance(obj, np.generic):
         return obj.item()
     if obj is None or isinstance(obj, (bool, int, float, str)):
@@ -248,7 +248,7 @@ def protocol_hash(settings: Mapping[str, Any]) -> str:
     """
     if not isinstance(settings, Mapping):
         fail("settings", "a dict of cramming settings", settings)
-    text = json.dumps(_canonical(settings), sort_keys=True, separators=(",", ":"))
+    text = json.dumps(canonical(settings), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -722,7 +722,7 @@ class ResultsStore:
                 if settings is not None:
                     for ph in {r["protocol_hash"] for r in enc}:
                         conn.execute("INSERT OR IGNORE INTO protocols VALUES (?, ?)",
-                                     (ph, json.dumps(_canonical(settings), sort_keys=True)))
+                                     (ph, json.dumps(canonical(settings), sort_keys=True)))
                 new = 0
                 for r in enc:
                     cols = list(r)
