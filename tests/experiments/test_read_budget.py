@@ -214,6 +214,16 @@ def test_real_runs_read_at_the_published_budget_agree_with_their_ladders(tmp_pat
         assert b["budget_check"]["ms"]["1"]["moved"] is True and bundles.budget_status(b)[0] == "budget-limited"
         assert b["budget_check"]["ms"]["1"]["successes_3x"] == next(
             x for x in rec["curves"] if x["m"] == 1)["successes"]
+        # and at m = 1 and 2 it is the shipped record read from that run (its curves and slope; the check
+        # against the run's own budget moves on with the run, the 3000 / 500 rung does not)
+        both = bundling.read_budget_bundle(tmp_path / f"{name}.sqlite", "smollm2-135m", 3000, 500, ms=[1, 2],
+                                           facts=shipped["facts"])
+        read = next(r for r in shipped["remeasured"] if r.get("read_from") and r["source"] == source)
+        key = ("m", "lengths", "successes", "totals")
+        assert [{k: c[k] for k in key} for c in both["curves"]] == [{k: c[k] for k in key} for c in read["curves"]]
+        assert [c["n50"] for c in both["curves"]] == pytest.approx([c["n50"] for c in read["curves"]])
+        assert both["slope"]["slope"] == pytest.approx(read["slope"]["slope"])
+        assert both["slope"]["slope_stderr"] == pytest.approx(read["slope"]["slope_stderr"])
 
 
 def test_a_check_against_a_run_still_going_says_the_least_n50_it_can_reach():
