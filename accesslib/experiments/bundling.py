@@ -883,10 +883,12 @@ def _against_own(curves: list[dict], rungs: dict) -> tuple[dict, list[int]]:
             low = rg.get("low") if not rg.get("below") else None   # the least n50 its open strings can give
         else:
             moved, shift, _ = rungs_moved(r, own)
-        check[str(c["m"])] = dict(**({} if low is None else dict(n50_3x_low=low)),n50=r["n50"], stderr=r["stderr"], n50_3x=own.get("n50"), stderr_3x=own.get("stderr"),
-                                  shift=shift, moved=moved, lengths_3x=own["lengths"], successes_3x=own["successes"],
-                                  totals_3x=own["totals"], open_3x=own["open"], strings_crammed=0,
-                                  strings_from_store=sum(own["totals"]))
+        row = check[str(c["m"])] = dict(
+            n50=r["n50"], stderr=r["stderr"], n50_3x=own.get("n50"), stderr_3x=own.get("stderr"), shift=shift,
+            moved=moved, lengths_3x=own["lengths"], successes_3x=own["successes"], totals_3x=own["totals"],
+            open_3x=own["open"], strings_crammed=0, strings_from_store=sum(own["totals"]))
+        if low is not None:
+            row["n50_3x_low"] = low
     return check, undecided
 
 
@@ -1118,7 +1120,7 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
         geo = geometry
     bundle = dict(kind="cram", version=BUNDLE_VERSION, model=model_name, facts=facts_record(lm.facts),
                   source=source, samples=samples, search=search, seed=seed, protocol=protocol,
-                  settings={k: (list(v) if isinstance(v, tuple) else v) for k, v in (settings or {}).items()},
+                  settings=canonical(settings or {}),
                   curves=curves, slope=slope_record(curves), examples=ex, geometry=geo,
                   created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
                   hardware=hardware(), wall_time=round(time.perf_counter() - t0, 1), command=command,
