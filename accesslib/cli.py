@@ -567,6 +567,10 @@ def _add_store(p: argparse.ArgumentParser):
     la.add_argument("--budget", nargs="+", required=True, metavar="STEPS/PATIENCE",
                     help="the budgets to read, e.g. 1000/500 3000/500 (at most the run's own)")
     la.add_argument("--plot", metavar="FILE", help="also draw each curve at every budget into FILE (.png, .svg or .pdf)")
+    la.add_argument("--decided", action="store_true",
+                    help=f"exit with status 0 once no string of the curves shown may still cram within any --budget "
+                         f"(every one crammed, failed there, or finished), {LADDER_OPEN} while some may or no curve "
+                         f"is there yet: for a script that waits for a budget to be decided")
     _add_store_filters(la)
     la.set_defaults(_store_run=_run_store_ladder)
     me = sub.add_parser("merge", help="copy the rows of another store file into this one",
@@ -776,6 +780,10 @@ def _rung_n50(rung) -> str:
     return rung_n50_text(rung).replace(" ± ", " +- ")
 
 
+#: ``accesslib store ladder --decided``: the exit status while a budget is not decided yet
+LADDER_OPEN = 3
+
+
 def _run_store_ladder(args) -> int:
     from accesslib.experiments.bundling import ladder_slopes, live_ladder
     from accesslib.plots.cramming import rung_label
@@ -800,7 +808,7 @@ def _run_store_ladder(args) -> int:
         print(f"store {store.path}: no string finished or kept" + (" matches the filters" if _store_filters(args)
                                                                    else "")
               + " (a rung is read from a run once one of its strings has finished)")
-        return 0
+        return LADDER_OPEN if args.decided else 0
     for c in curves:
         kept = (f", {c['kept']} still being crammed (steps {c['kept_steps'][0]}-{c['kept_steps'][1]})"
                 if c["kept"] else "")
@@ -856,6 +864,13 @@ def _run_store_ladder(args) -> int:
     if plot:
         _plot_ladders(curves, plot, labels)
         print(f"plot: {plot}")
+    if args.decided:
+        asked = set(budgets)
+        still = sum(sum(r["open"]) for c in curves for r in c["rungs"] if (r["max_steps"], r["patience"]) in asked)
+        said = ", ".join(f"{a:,} / {b:,}" for a, b in sorted(asked))
+        print(f"decided: every string's outcome within {said} is known" if not still else
+              f"not decided: {_plural(still, 'string')} may still cram within {said}")
+        return LADDER_OPEN if still else 0
     return 0
 
 

@@ -16,6 +16,16 @@
 #                                                the run so far: accesslib store ladder)
 #   bash benchmarks/runs/runs.sh stop            SIGTERM every run (each loses at most the last
 #                                                minute: unfinished strings are kept every minute)
+#   bash benchmarks/runs/runs.sh focus NAME M STEPS/PATIENCE
+#                                                stop every run, then run NAME's m = M strings alone
+#                                                on every core (RUNS_THREADS) until every one of them
+#                                                is decided within STEPS/PATIENCE (crammed, failed
+#                                                there, or past its steps), read from the store every
+#                                                RUNS_POLL seconds (`accesslib store ladder --decided`,
+#                                                the latest in LIVE/NAME-focus-ladder.log); then stop
+#                                                it and `resume`: a budget read from a run decided
+#                                                hours sooner (e.g. [A]'s 3000 / 500 at m = 3 while
+#                                                the run goes to 9000 / 1500 at m = 2 and 3)
 #   bash benchmarks/runs/runs.sh resume          start the chains of benchmarks/runs/plan that are
 #                                                not running, less the runs they have finished here
 #                                                (a fresh clone has finished none: those read their
@@ -211,8 +221,45 @@ case "${1:-}" in
       "$PY" -m accesslib store summary --by-length $extra --store "$live"
       case "$name" in *-9k) "$PY" -m accesslib store ladder --budget 1000/500 3000/500 9000/1500 --store "$live";; esac
     done;;
-  stop)   # the chains' shells first, so that no next run starts
+  focus)   # NAME M STEPS/PATIENCE (see the top of this file)
+    [ $# -eq 4 ] || { echo "usage: runs.sh focus NAME M STEPS/PATIENCE (e.g. smol-tokens-9k-m3 3 3000/500)" >&2; exit 2; }
+    args "$2" >/dev/null                                  # unknown names: refused
+    [[ "$3" =~ ^[1-9][0-9]*$ ]] && args "$2" | grep -Eq -- "--m( [0-9]+)* $3( |\$)" ||
+      { echo "M must be one of the m of run '$2' ($(args "$2" | grep -Eo -- '--m( [0-9]+)+')); got '$3'" >&2; exit 2; }
+    [[ "$4" =~ ^[1-9][0-9]*/[1-9][0-9]*$ ]] ||
+      { echo "the budget must be STEPS/PATIENCE, whole numbers >= 1 (e.g. 3000/500); got '$4'" >&2; exit 2; }
+    bash "$SELF" stop
+    while pgrep -f "scripts/make_bundles.py .*--store $LIVE/" >/dev/null; do sleep 1; done
+    mkdir -p "$LIVE"
+    copy=$(mktemp "$LIVE/.focus-XXXXXX.sh")
+    cp "$SELF" "$copy"
+    nohup bash "$copy" focused "$2" "$3" "$4" >/dev/null 2>&1 &
+    echo "focused $2 on m = $3 until $4 is decided (pid $!; log $LIVE/$2-focus.log); then the plan resumes";;
+  focused)   # run from a copy (see focus)
+    trap 'rm -f "$SELF"' EXIT
+    name=$2 m=$3 budget=$4 store=$(store_of "$2") threads=${RUNS_THREADS:-$(nproc)}
+    a=$(args "$name" | sed -E "s/--m( [0-9]+)+ /--m $m /")
+    if [ ! -f "$LIVE/$store.sqlite" ] && [ -f "$KEPT/$store.sqlite" ]; then
+      cp "$KEPT/$store.sqlite" "$LIVE/$store.sqlite"
+    fi
+    # shellcheck disable=SC2086
+    HF_HUB_OFFLINE=1 OMP_NUM_THREADS=$threads "$PY" scripts/make_bundles.py $a --threads "$threads" --keep-final \
+      --store "$LIVE/$store.sqlite" --out "$LIVE/$name-focus-bundle" >> "$LIVE/$name-focus.log" 2>&1 </dev/null &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null; do
+      sleep "${RUNS_POLL:-120}"
+      if "$PY" -m accesslib store ladder --budget "$budget" --m "$m" --decided --store "$LIVE/$store.sqlite" \
+          > "$LIVE/$name-focus-ladder.log" 2>&1; then
+        kill -TERM "$pid" 2>/dev/null || true
+        break
+      fi
+    done
+    wait "$pid" || true
+    echo "$(date -u '+%F %H:%M') UTC: m = $m decided within $budget, or the run ended" >> "$LIVE/$name-focus.log"
+    bash "$SELF" resume;;
+  stop)   # the chains' (and a focus's) shells first, so that no next run starts
     pkill -TERM -f "$LIVE/\.chain-.*\.sh chain" || true
+    pkill -TERM -f "$LIVE/\.focus-.*\.sh focused" || true
     pkill -TERM -f "scripts/make_bundles.py .*--store $LIVE/" || true;;
   *) sed -n "2,/^set -euo/{/^#/p}" "$SELF"; exit 2;;
 esac

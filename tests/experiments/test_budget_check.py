@@ -579,6 +579,14 @@ def test_a_live_ladder_reads_smaller_budgets_from_a_run_still_going(tmp_path, ca
     assert f"however the {sum(own['open'])} open strings end" in out[3]
     assert out[4] == "  +k?: strings still being crammed that may cram within that budget"
     assert out[5].startswith("  40 / 20 -> 120 / 60: ")    # the rung against the one with 3x its steps
+    # --decided: 0 once every string's outcome within the budgets asked for is known, 3 while any may cram
+    assert main(["store", "ladder", "--budget", "40/20", "--decided", "--store", str(store)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "decided: every string's outcome within 40 / 20 is known"
+    assert main(["store", "ladder", "--budget", "40/20", "120/60", "--decided", "--store", str(store)]) == 3
+    assert capsys.readouterr().out.splitlines()[-1] == (f"not decided: {len(kept)} strings may still cram within "
+                                                        f"40 / 20, 120 / 60")
+    assert main(["store", "ladder", "--budget", "40/20", "--decided", "--m", "2", "--store", str(store)]) == 3
+    assert "no string finished or kept matches the filters" in capsys.readouterr().out     # nothing there yet
     png = tmp_path / "ladder.png"
     assert main(["store", "ladder", "--budget", "40/20", "--store", str(store), "--plot", str(png)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == f"plot: {png}"
@@ -589,6 +597,8 @@ def test_a_live_ladder_reads_smaller_budgets_from_a_run_still_going(tmp_path, ca
     (whole,) = accessibility_curves(lm, [1], lengths, store=store, max_steps=120, patience=60, **kw)
     (done,) = bundling.live_ladder(store, [(40, 20), (120, 8)])["curves"]
     assert done["kept"] == 0 and all(sum(r["open"]) == 0 for r in done["rungs"])
+    assert main(["store", "ladder", "--budget", "120/8", "120/60", "--decided", "--store", str(store)]) == 0
+    capsys.readouterr()
     assert done["rungs"][0]["successes"] == early["successes"]
     assert done["rungs"][2]["successes"] == list(whole.successes)
     for before, after in zip(small_patience["successes"], done["rungs"][1]["successes"]):
