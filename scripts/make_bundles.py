@@ -523,6 +523,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the strings a run with this smaller budget (same settings otherwise; a constant "
                         "learning rate: --protocol paper) finished in --store go on from where it left "
                         "them: the result of this budget from the start, for the steps beyond")
+    p.add_argument("--hold-at", default=None, metavar="STEPS/PATIENCE",
+                   help="a budget below this run's (a constant learning rate: --protocol paper): cram each "
+                        "string only until its outcome within it is known, and set the ones it would have "
+                        "ended uncrammed aside in --store as they are (no bundle then): that budget is decided "
+                        "hours sooner (accesslib store ladder, --read-budget); the same command without it "
+                        "goes on from them")
     p.add_argument("--bos", action="store_true",
                    help="put the model's BOS token before the memory (real models: attention sink)")
     p.add_argument("--add-special-tokens", action="store_true",
@@ -691,13 +697,29 @@ def main(argv=None):
         if any(n in embedded.names("mamba") for n in models):
             from accesslib.experiments.beyond import fast_mamba_scan
             fast_mamba_scan()   # same arithmetic as transformers' torch scan, O(L) backward
+        hold_at = None
+        if a.hold_at:
+            steps, patience = parse_budget(a.hold_at, "--hold-at", p.error, "3000/500")
+            hold_at = dict(max_steps=steps, patience=patience)
+            from accesslib.engine.cramming import protocol_settings
+            from accesslib.experiments.curves import hold_rule
+            try:   # refused before any model loads
+                hold_rule(hold_at, protocol_settings(a.protocol, **{k: overrides[k] for k in ("max_steps", "patience")
+                                                                     if k in overrides}), store)
+            except ValueError as e:
+                p.error(f"--hold-at: {e}")
         for name in models:
             t0 = time.perf_counter()
-            b = bundling.make_cramming_bundle(name, a.m, samples=a.samples, source=a.source, protocol=a.protocol,
-                                             search=a.search, store=store, command=command,
-                                             geometry=geometry, geometry_options=geometry_options,
-                                             budget_check=a.budget_factor if a.with_budget_check else False,
-                                             extend_from=extend_from, keep_final=a.keep_final, **overrides)
+            try:
+                b = bundling.make_cramming_bundle(name, a.m, samples=a.samples, source=a.source,
+                                                 protocol=a.protocol, search=a.search, store=store, command=command,
+                                                 geometry=geometry, geometry_options=geometry_options,
+                                                 budget_check=a.budget_factor if a.with_budget_check else False,
+                                                 extend_from=extend_from, keep_final=a.keep_final, hold_at=hold_at,
+                                                 **overrides)
+            except bundling.RunHeld as held:
+                print(f"held: {held}; {time.perf_counter() - t0:.0f} s", flush=True)
+                continue
             path = bundles.save(b, a.out)
             sl = b["slope"] or {}
             n50s = ", ".join(f"m={c['m']}: {c['n50']:.1f}" if c["n50"] is not None else f"m={c['m']}: -"

@@ -197,6 +197,7 @@ class CramResult:
     oom_retries: int = 0     # steps repeated with fewer rows per pass after an out-of-memory error
     resumed: int = 0         # strings that went on from a state an interrupted run kept (checkpoint)
     extended: int = 0        # of those, strings that went on from where a smaller budget finished them
+    held: int = 0            # strings set aside unfinished by ``hold``, their states kept (CramSession)
 
     @property
     def n_success(self) -> int:
@@ -465,6 +466,13 @@ class CramSession:
     as many as keep the fp32 logits under ``LOGITS_BUDGET`` elements). An out-of-memory error
     halves ``rows_per_pass`` and repeats the step (nothing was updated yet); at one row it is
     raised with a message saying so. It is never swallowed.
+
+    ``hold(step, accuracy_history) -> bool`` (with a ``checkpoint``): after each step, and on
+    submit for a string resumed from a kept state, a keyed string still being crammed for which it
+    says True is set aside unfinished: its state is kept in the checkpoint as an interrupted run
+    keeps it, no result is recorded, its tag's ``held()`` is called, and the run goes on with the
+    others (``held`` counts them). A run again without ``hold`` goes on from those states exactly.
+    So a run with a large budget can first decide a smaller one (the curves' ``hold_at``).
     """
 
     def __init__(self, model, *, prefix_ids=None, first_token_as_input=False, lr=1e-2, betas=(0.9, 0.9),
@@ -472,7 +480,7 @@ class CramSession:
                  autocast_dtype=None, init_std=None, on_step=None, on_string=None, stop=None,
                  verify=True, eps=1e-8, batch_size=None, rows_per_pass=None, profile=False,
                  patience_on="loss", lean=True, checkpoint=None, checkpoint_every=60.0, init_scale="inputs",
-                 keep_final=False):
+                 keep_final=False, hold=None):
         model = hf_model(model)
         check_token_ids("prefix_ids", prefix_ids)   # a str is not a list of ids ('12' is not [1, 2])
         prefix = token_ids(prefix_ids, "prefix_ids")
@@ -526,6 +534,12 @@ class CramSession:
         self._last_save = time.monotonic()
         self.resumed = 0
         self.keep_final = bool(keep_final)   # keep the state each keyed string finished in (checkpoint)
+        if hold is not None and not callable(hold):
+            fail_short("hold", "None or a callable (step, accuracy history) -> bool", hold)
+        if hold is not None and checkpoint is None:
+            fail_short("hold", "None without a checkpoint (a held string's state is kept there)", "a callable")
+        self.hold = hold
+        self.held = 0       # strings set aside unfinished by hold, their states in the checkpoint
         self.extended = 0   # strings that went on from where a smaller budget left them
         self._schedule_before: dict = {}
         with torch.no_grad():
@@ -553,9 +567,22 @@ class CramSession:
         with self.lock:
             idx = self.next_index
             self.next_index += 1
-            self.queue.append(_Row(idx, ids, m, tag, init, key, resume))
-            self.lock.notify_all()
+            row = _Row(idx, ids, m, tag, init, key, resume)
+            # a kept state that hold sets aside already: it stays as it is (an extended one is a
+            # finished run's, not kept in flight: it is crammed on)
+            if resume is not None and not row.extended and self._holds(int(resume["step"]), row.acc_history):
+                self.held += 1
+                self._saved_keys.discard(key)
+            else:
+                self.queue.append(row)
+                self.lock.notify_all()
+                return idx
+        if tag is not None and hasattr(tag, "held"):
+            tag.held()
         return idx
+
+    def _holds(self, step: int, history) -> bool:
+        return self.hold is not None and bool(self.hold(step, history))
 
     def settings(self) -> dict:
         schedule = self.schedule
@@ -895,8 +922,33 @@ class CramSession:
             self._update(grad[:, :self._state["memory"].shape[1]])
             self._sync()
             self.timings["update"] += time.perf_counter() - t
+            if self.hold is not None:
+                self._hold_rows()
         else:
             self._state = None
+
+    def _hold_rows(self):
+        """Set aside the keyed rows ``hold`` says are held after this step: keep their states in the
+        checkpoint (one transaction) and go on without them."""
+        st = self._state
+        held = [j for j, r in enumerate(st["rows"]) if r.key is not None and self._holds(st["step"][j], r.acc_history)]
+        if not held:
+            return
+        fp = self._fingerprint()
+        states = {}
+        for j in held:
+            kept = self._state_of(j, fp)
+            buf = io.BytesIO()
+            torch.save(kept, buf)
+            states[st["rows"][j].key] = (buf.getvalue(), kept["step"])
+        self.checkpoint.save_inflight(states)
+        rows = [st["rows"][j] for j in held]
+        self._keep([j for j in range(len(st["rows"])) if j not in set(held)])
+        self.held += len(held)
+        for r in rows:
+            self._saved_keys.discard(r.key)
+            if r.tag is not None and hasattr(r.tag, "held"):
+                r.tag.held()
 
     def _update(self, grad):
         """AdamW (decoupled weight decay; torch.optim.AdamW's update rule), per row and element, each
@@ -1118,7 +1170,7 @@ class CramSession:
         return CramResult(strings=strings, m=m, settings=settings, wall_time=time.perf_counter() - self.t0,
                           interrupted=self.interrupted, steps_run=self.steps_run, row_steps=self.row_steps,
                           timings=dict(self.timings), oom_retries=self.oom_retries, resumed=self.resumed,
-                          extended=self.extended)
+                          extended=self.extended, held=self.held)
 
 
 def cram(model, targets, m, *, prefix_ids=None, first_token_as_input=False, lr=1e-2,

@@ -17,6 +17,7 @@ from accesslib.results.bundles import (
     BUNDLE_VERSION,
     curve_record,
     effective_record,
+    ended_under,
     finite_or_none,
     geometry_record,
     patience_stop,
@@ -503,12 +504,7 @@ def kept_under(state: dict, max_steps: int, patience: int) -> bool | None:
     steps 0 .. s-1 (the engine evaluates, then updates, then counts the step): the budget's last
     evaluation, at ``max_steps`` (or at the stop of its ``patience``, :func:`patience_stop`), can
     still cram it, so that evaluation must lie before s."""
-    step = int(state["step"])
-    if step > max_steps:
-        return False
-    hist = state.get("accuracy_history")
-    stop = patience_stop(hist, patience) if hist else None
-    return False if stop is not None and stop < step else None
+    return False if ended_under(state["step"], state.get("accuracy_history"), max_steps, patience) else None
 
 
 #: the most ways the open strings of a rung may end that :func:`open_n50_range` fits one by one
@@ -1054,11 +1050,27 @@ def budget_ladder(lm, bundle: dict, budgets, m: int = 1, *, lengths=None, store=
                 command=command)
 
 
+class RunHeld(Exception):
+    """A run with ``hold_at`` set strings aside (:func:`make_cramming_bundle`): their states are in
+    the store, the smaller budget can be read (``accesslib store ladder``, ``--read-budget``), and
+    the same run without ``hold_at`` goes on from them. ``held``: how many."""
+
+    def __init__(self, model: str, held: int, hold_at: dict, store):
+        self.model, self.held, self.hold_at = model, held, dict(hold_at)
+        path = getattr(store, "path", store)
+        super().__init__(
+            f"{model}: {held} string(s) set aside, their outcome within {hold_at['max_steps']:,} steps and "
+            f"patience {hold_at['patience']:,} known (failed there) and their state kept in {path}; no bundle "
+            f"written. Read that budget with `accesslib store ladder --budget {hold_at['max_steps']}/"
+            f"{hold_at['patience']} --store {path}`; the same command without the hold goes on from them")
+
+
 def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16, source: str = "natural",
                          protocol: str = "fast", search: str = "bisect", seed: int = 0, store=None,
                          examples: int = 3, progress: bool = True, command: str = "", geometry: bool = True,
                          geometry_options: dict | None = None, budget_check: bool | int = False,
-                         extend_from: dict | None = None, keep_final: bool = False, **cram_overrides) -> dict:
+                         extend_from: dict | None = None, keep_final: bool = False, hold_at: dict | None = None,
+                         **cram_overrides) -> dict:
     """Measure accessibility curves of ``model_name`` for each m and return the bundle dict.
 
     Uses :func:`accesslib.experiments.curves.accessibility_curve` (strings go to ``store`` when given,
@@ -1073,7 +1085,10 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
     ({"max_steps": .., "patience": ..}): strings a run with that smaller budget finished in
     ``store`` go on from where it left them (:func:`accessibility_curves`); the bundle records it.
     ``keep_final`` (with a store): keep the state each string finished in, so that a larger budget
-    can go on from this run.
+    can go on from this run. ``hold_at`` ({"max_steps": .., "patience": ..}, a smaller budget; with
+    a store): cram each string only until its outcome within that budget is known and set the
+    others aside, kept in the store (:func:`accesslib.experiments.curves.accessibility_curves`);
+    raises :class:`RunHeld` when any was, since the curves are then not the run's.
     """
     from accesslib.experiments.curves import accessibility_curves
     from accesslib.models.loading import load_model
@@ -1094,7 +1109,12 @@ def make_cramming_bundle(model_name: str, ms=(1, 2, 3, 4), *, samples: int = 16,
     tick, on_step = bar_hooks(bar)
     cs = accessibility_curves(lm, [int(m) for m in ms], lengths, samples=samples, source=source, seed=seed,
                               store=store, search=search, protocol=protocol, on_string=tick, on_step=on_step,
-                              extend_from=extend_from, keep_final=keep_final, **kw)
+                              extend_from=extend_from, keep_final=keep_final, hold_at=hold_at, **kw)
+    held = sum(c.engine.held for c in cs[:1] if c.engine is not None)   # one engine for every m
+    if held:
+        if bar is not None:
+            bar.close()
+        raise RunHeld(model_name, held, hold_at, store)
     settings = cs[0].settings if cs else None
     for m, c in zip(ms, cs):
         curves.append(curve_record(c))

@@ -36,11 +36,12 @@ from accesslib._checks import (
     fail_short,
 )
 from accesslib.engine.cramming import RUN_ONLY, SCHEDULES, protocol_settings
+from accesslib.results.bundles import ended_under
 from accesslib.results.store import ResultsStore, inflight_key, protocol_hash, target_hash
 from accesslib.theory.stats import N50Fit, fit_n50
 
 __all__ = ["SEARCHES", "AccessibilityCurve", "accessibility_curve", "accessibility_curves", "search_paper", "search_bisect",
-           "search_grid", "LengthSampler", "logistic_oracle", "hashed_settings", "protocol_hash_for"]
+           "search_grid", "LengthSampler", "logistic_oracle", "hashed_settings", "protocol_hash_for", "hold_rule"]
 
 SEARCHES = ("bisect", "paper", "grid")
 
@@ -138,6 +139,34 @@ def _extend_hash(extend_from, settings, protocol, overrides, text, store) -> str
         if v > int(settings[k]):
             fail(f"extend_from[{k!r}]", f"at most this run's {k} ({settings[k]})", v)
     return protocol_hash_for(protocol, {**dict(overrides), **dict(extend_from)}, text=text)
+
+
+def hold_rule(hold_at, settings: Mapping[str, Any], store):
+    """The engine's ``hold`` for :func:`accessibility_curves`' ``hold_at`` under cram ``settings``
+    (:func:`accesslib.engine.cramming.protocol_settings`), checked (ValueError naming what is wrong);
+    None without one."""
+    if hold_at is None:
+        return None
+    if not isinstance(hold_at, Mapping) or set(hold_at) != {"max_steps", "patience"}:
+        fail("hold_at", "None or a dict of a smaller budget's max_steps and patience", hold_at)
+    if store is None:
+        fail("hold_at", "given with a store (a string set aside keeps its state there)", hold_at)
+    if settings.get("schedule") not in (None, "constant"):
+        fail("hold_at", "used with a constant learning rate only (a schedule follows the step budget, so a "
+             f"smaller budget is not this run cut short; this protocol has {settings.get('schedule')!r})", hold_at)
+    steps, patience = (check_int(f"hold_at[{k!r}]", hold_at[k], 1) for k in ("max_steps", "patience"))
+    own = (int(settings["max_steps"]), int(settings["patience"]))
+    if steps > own[0] or patience > own[1] or (steps, patience) == own:
+        fail("hold_at", f"a budget below this run's own ({own[0]} steps, patience {own[1]})", dict(hold_at))
+    if patience < own[1] and settings.get("patience_on") != "accuracy":
+        fail("hold_at['patience']", f"this run's patience ({own[1]}) under patience on the loss (a smaller "
+             "patience is read from a string's accuracy history: patience_on='accuracy', protocol 'paper')",
+             patience)
+    by_patience = None if patience == own[1] else patience   # the run's own patience stops it itself
+
+    def hold(step, history):
+        return ended_under(step, history, steps, by_patience)
+    return hold
 
 
 def protocol_hash_for(protocol: str | Mapping[str, Any] = "paper", overrides: Mapping[str, Any] | None = None,
@@ -464,10 +493,10 @@ class _Pending:
 
 
 class _Tag:
-    __slots__ = ("done",)
+    __slots__ = ("done", "held")
 
-    def __init__(self, done):
-        self.done = done
+    def __init__(self, done, held):
+        self.done, self.held = done, held
 
 
 def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 16, source: str = "natural",
@@ -478,6 +507,7 @@ def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 
                          on_string: Callable[[dict], None] | None = None, on_step=None, stop=None,
                          batch_size: int | None = None, rows_per_pass: int | None = None,
                          extend_from: Mapping[str, int] | None = None, keep_final: bool = False,
+                         hold_at: Mapping[str, int] | None = None,
                          **cram_overrides) -> list[AccessibilityCurve]:
     """:func:`accessibility_curve` for several m at once: one length search per m, all feeding one
     continuous-batching engine, so the pilot batches of every m fill its batch together.
@@ -490,7 +520,16 @@ def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 
     with exactly the result of a run from the start; a string that run crammed before its budget
     could have stopped it is taken as it is (:func:`carries_up`: the same step under any larger
     budget; ``run_id`` says so); the others are crammed from the start. A run keeps those states
-    with ``keep_final`` (and a ``store``; a constant learning rate)."""
+    with ``keep_final`` (and a ``store``; a constant learning rate).
+
+    ``hold_at`` (with a ``store``; a constant learning rate): {"max_steps": .., "patience": ..} of a
+    budget below this run's. Each string is crammed only until its outcome within that budget is
+    known: one that crams finishes as usual; one that budget would have ended uncrammed (past its
+    steps, or its patience on teacher-forced accuracy: :func:`accesslib.results.bundles.ended_under`)
+    is set aside with its state kept in the store, as an interrupted run keeps it, and its curve
+    reads ``interrupted`` (``held`` counts them). The smaller budget is then decided
+    (``accesslib store ladder``, ``make_bundles.py --read-budget``) hours before this run's own, and
+    the same call without ``hold_at`` goes on from those states with exactly this run's result."""
     from accesslib.engine import targets as _targets
     from accesslib.engine.cramming import CramSession
 
@@ -540,6 +579,7 @@ def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 
     hash_input = hashed_settings(protocol, cram_overrides, text=text)   # recorded with the rows
     ph = protocol_hash_for(protocol, cram_overrides, text=text)
     ph_from = _extend_hash(extend_from, settings, protocol, cram_overrides, text, store)
+    hold = hold_rule(hold_at, settings, store)
     settings_from = None if ph_from is None else {**settings, **dict(extend_from)}
     floor = 2 if first_as_input else 1   # the first target token is an input, not an output
     if specials:
@@ -566,7 +606,7 @@ def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 
     # with a store, strings still being crammed are kept there (every minute, and when the run
     # stops or fails), so a run interrupted mid-string goes on where it was
     engine = CramSession(hf, seed=int(seed), on_step=on_step, stop=stop, batch_size=batch_size,
-                         rows_per_pass=rows_per_pass, checkpoint=store, keep_final=keep_final,
+                         rows_per_pass=rows_per_pass, checkpoint=store, keep_final=keep_final, hold=hold,
                          **{k: v for k, v in settings.items() if k != "add_special_tokens"})
     finished = threading.Event()      # the engine loop has returned (done, stopped or failed)
     t_start = time.perf_counter()
@@ -622,7 +662,8 @@ def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 
                 return done
 
             for n, i, tids, key, target_text in todo:
-                engine.submit(tids, m, tag=_Tag(done_fn(n, i, tids, key, target_text)),
+                # held (hold_at): no answer for it, so the search stops there (the curve is interrupted)
+                engine.submit(tids, m, tag=_Tag(done_fn(n, i, tids, key, target_text), pending.one_done),
                               key=None if store is None else inflight_key(key),
                               extend=None if ph_from is None else inflight_key(dict(key, protocol_hash=ph_from)))
             while not pending.event.wait(0.05):

@@ -140,6 +140,20 @@ def patience_stop(history, patience: int) -> int | None:
     return steps[-1] + patience
 
 
+def ended_under(step: int, history, max_steps: int, patience: int | None) -> bool:
+    """Whether a budget of ``max_steps`` steps and ``patience`` on teacher-forced accuracy
+    (:func:`patience_stop`; None: steps only) would already have ended, uncrammed, a string still
+    being crammed that has been evaluated at steps 0 .. ``step`` - 1 with best-accuracy rises at
+    ``history``: its last evaluation under that budget (at ``max_steps``, or where the patience
+    stops it) lies before ``step``. False where it still could cram, and for patience without a
+    history (nothing known)."""
+    step = int(step)
+    if step > max_steps:
+        return True
+    stop = patience_stop(history, patience) if history and patience is not None else None
+    return stop is not None and stop < step
+
+
 def longest_stall(history, steps: int) -> int | None:
     """The most steps a string went without a rise of its best teacher-forced accuracy: between two
     rises of ``history`` (``StringResult.accuracy_history``, [step, accuracy] pairs), or from the

@@ -18,14 +18,13 @@
 #                                                minute: unfinished strings are kept every minute)
 #   bash benchmarks/runs/runs.sh focus NAME M STEPS/PATIENCE
 #                                                stop every run, then run NAME's m = M strings alone
-#                                                on every core (RUNS_THREADS) until every one of them
-#                                                is decided within STEPS/PATIENCE (crammed, failed
-#                                                there, or past its steps), read from the store every
-#                                                RUNS_POLL seconds (`accesslib store ladder --decided`,
-#                                                the latest in LIVE/NAME-focus-ladder.log); then stop
-#                                                it and `resume`: a budget read from a run decided
-#                                                hours sooner (e.g. [A]'s 3000 / 500 at m = 3 while
-#                                                the run goes to 9000 / 1500 at m = 2 and 3)
+#                                                on every core (RUNS_THREADS), each only until its
+#                                                outcome within STEPS/PATIENCE is known (make_bundles.py
+#                                                --hold-at: the ones that budget fails are set aside,
+#                                                kept in the store); then `resume`: a smaller budget
+#                                                decided hours sooner (e.g. [A]'s 3000 / 500 at m = 3
+#                                                of a run going to 9000 / 1500 at m = 2 and 3); the
+#                                                ladder it reads in LIVE/NAME-focus-ladder.log
 #   bash benchmarks/runs/runs.sh resume          start the chains of benchmarks/runs/plan that are
 #                                                not running, less the runs they have finished here
 #                                                (a fresh clone has finished none: those read their
@@ -228,6 +227,8 @@ case "${1:-}" in
       { echo "M must be one of the m of run '$2' ($(args "$2" | grep -Eo -- '--m( [0-9]+)+')); got '$3'" >&2; exit 2; }
     [[ "$4" =~ ^[1-9][0-9]*/[1-9][0-9]*$ ]] ||
       { echo "the budget must be STEPS/PATIENCE, whole numbers >= 1 (e.g. 3000/500); got '$4'" >&2; exit 2; }
+    args "$2" | grep -q -- "--protocol paper" ||
+      { echo "focus needs a run of a constant learning rate (--protocol paper); '$2' has a schedule" >&2; exit 2; }
     bash "$SELF" stop
     while pgrep -f "scripts/make_bundles.py .*--store $LIVE/" >/dev/null; do sleep 1; done
     mkdir -p "$LIVE"
@@ -244,22 +245,20 @@ case "${1:-}" in
     fi
     # shellcheck disable=SC2086
     HF_HUB_OFFLINE=1 OMP_NUM_THREADS=$threads "$PY" scripts/make_bundles.py $a --threads "$threads" --keep-final \
-      --store "$LIVE/$store.sqlite" --out "$LIVE/$name-focus-bundle" >> "$LIVE/$name-focus.log" 2>&1 </dev/null &
-    pid=$!
-    while kill -0 "$pid" 2>/dev/null; do
-      sleep "${RUNS_POLL:-120}"
-      if "$PY" -m accesslib store ladder --budget "$budget" --m "$m" --decided --store "$LIVE/$store.sqlite" \
-          > "$LIVE/$name-focus-ladder.log" 2>&1; then
-        kill -TERM "$pid" 2>/dev/null || true
-        break
-      fi
-    done
-    wait "$pid" || true
-    echo "$(date -u '+%F %H:%M') UTC: m = $m decided within $budget, or the run ended" >> "$LIVE/$name-focus.log"
+      --hold-at "$budget" --store "$LIVE/$store.sqlite" --out "$LIVE/$name-focus-bundle" \
+      >> "$LIVE/$name-focus.log" 2>&1 </dev/null || true
+    if "$PY" -m accesslib store ladder --budget "$budget" --m "$m" --decided --store "$LIVE/$store.sqlite" \
+        > "$LIVE/$name-focus-ladder.log" 2>&1; then
+      echo "$(date -u '+%F %H:%M') UTC: m = $m decided within $budget" >> "$LIVE/$name-focus.log"
+    else
+      echo "$(date -u '+%F %H:%M') UTC: m = $m not decided within $budget (see $name-focus-ladder.log)" \
+        >> "$LIVE/$name-focus.log"
+    fi
     bash "$SELF" resume;;
   stop)   # the chains' (and a focus's) shells first, so that no next run starts
     pkill -TERM -f "$LIVE/\.chain-.*\.sh chain" || true
     pkill -TERM -f "$LIVE/\.focus-.*\.sh focused" || true
-    pkill -TERM -f "scripts/make_bundles.py .*--store $LIVE/" || true;;
+    pkill -TERM -f "scripts/make_bundles.py .*--store $LIVE/" || true
+    pkill -CONT -f "scripts/make_bundles.py .*--store $LIVE/" || true;;   # a paused one (SIGSTOP) too
   *) sed -n "2,/^set -euo/{/^#/p}" "$SELF"; exit 2;;
 esac
