@@ -323,22 +323,24 @@ def test_resume_queues_the_rest_of_a_chain_behind_a_run_already_going(tmp_path):
 
 
 FOCUS_FAKE = """#!/bin/bash
-# stands in for python: logs its arguments; `store ladder` exits FAKE_LADDER at once, a held run
-# (--hold-at) sleeps a second, the rest FAKE_SLEEP
+# stands in for python: logs its arguments; a held run (--hold-at) marks its store decided and
+# sleeps FAKE_HOLD_SLEEP; `store ladder` says decided (0) once its store is marked (or FAKE_LADDER
+# says so), 3 before; the rest sleep FAKE_SLEEP
 echo "$$ $*" >> "$FAKE_LOG"
+tag=$(basename "$(echo "$*" | sed -E 's/.*--store ([^ ]+).*/\\1/')")
 case "$*" in
-  *"store ladder"*) exit "${FAKE_LADDER:-0}";;
-  *--hold-at*) sleep 1;;
+  *"store ladder"*) [ "${FAKE_LADDER:-}" = 0 ] || [ -f "$FAKE_DIR/decided-$tag" ] && exit 0; exit 3;;
+  *--hold-at*) [ "${FAKE_LADDER:-}" = 3 ] || touch "$FAKE_DIR/decided-$tag"; sleep "${FAKE_HOLD_SLEEP:-1}";;
   *) sleep "${FAKE_SLEEP:-0}";;
 esac
 """
 
 
-def _focus_env(tmp_path, ladder, plan):
+def _focus_env(tmp_path, plan, ladder=""):
     env = _fake_env(tmp_path, sleep=30)
     (tmp_path / "python").write_text(FOCUS_FAKE)
     (tmp_path / "plan").write_text(plan)
-    env.update(FAKE_LADDER=str(ladder), RUNS_THREADS="2", RUNS_PLAN=str(tmp_path / "plan"))
+    env.update(FAKE_LADDER=str(ladder), FAKE_DIR=str(tmp_path), RUNS_THREADS="2", RUNS_PLAN=str(tmp_path / "plan"))
     return env
 
 
@@ -356,7 +358,7 @@ def test_focus_runs_one_m_alone_until_its_budget_is_decided_then_resumes(tmp_pat
     """focus stops what runs (also a paused one), runs that run's m = 3 strings alone on every core
     (RUNS_THREADS), each only until its outcome within [A]'s 3000 / 500 is known (--hold-at), asks the
     store whether that budget is decided at m = 3, says so, and resumes the plan."""
-    env = _focus_env(tmp_path, ladder, plan="gemma-n50\n")
+    env = _focus_env(tmp_path, "gemma-n50\n", ladder)
     subprocess.run(["bash", str(RUNS), "start", "gemma-n50"], env=env, timeout=60, capture_output=True)
     _wait(lambda: len(_calls(tmp_path)) == 1)
     first = int((tmp_path / "calls.log").read_text().split()[0])
@@ -377,8 +379,10 @@ def test_focus_runs_one_m_alone_until_its_budget_is_decided_then_resumes(tmp_pat
         assert calls[2] == f"-m accesslib store ladder --budget 3000/500 --m 3 --decided --store {live}/smol-tokens-9k.sqlite"
         assert calls[3].startswith("scripts/make_bundles.py --models gemma-3-270m")     # the plan resumed
         _wait(lambda: _gone(first))
-        _wait(lambda: not list(live.glob(".focus-*")))
+        _wait(lambda: not list(live.glob(".focus-*.sh")))
         assert says in (live / "smol-tokens-9k-m3-focus.log").read_text()
+        # undecided (the run failed): resume will not start it again by itself
+        assert (live / ".focus-ended-smol-tokens-9k-m3-3").exists() == (ladder == 3)
     finally:
         subprocess.run(["bash", str(RUNS), "stop"], env=env, timeout=60, capture_output=True)
 
@@ -404,3 +408,57 @@ def test_focus_refuses_bad_input_and_stops_nothing(argv, msg, tmp_path):
         assert not _gone(pid) and list((tmp_path / "live").glob(".chain-*"))     # the run goes on
     finally:
         subprocess.run(["bash", str(RUNS), "stop"], env=env, timeout=60, capture_output=True)
+
+
+def test_resume_runs_the_plans_focus_lines_first_then_its_chains(tmp_path):
+    """Focus lines of the plan come first, one at a time and in order; one whose budget the store
+    says is decided is passed over; once all are, the chains start. While a focus runs, resume
+    starts nothing; one that ended undecided is not started again by resume."""
+    env = _focus_env(tmp_path, "# [A]'s budget at m = 3 first\nfocus smol-tokens-9k-m3 3 3000/500\n"
+                               "focus smol-glove-9k-m3 3 1000/500\ngemma-n50\n")
+    env["FAKE_HOLD_SLEEP"] = "3"
+    live = tmp_path / "live"
+    try:
+        r = subprocess.run(["bash", str(RUNS), "resume"], capture_output=True, text=True, env=env, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert "focused smol-tokens-9k-m3 on m = 3 until 3000/500 is decided" in r.stdout
+        _wait(lambda: any("--hold-at" in c for c in _calls(tmp_path)))
+        busy = subprocess.run(["bash", str(RUNS), "resume"], capture_output=True, text=True, env=env, timeout=60)
+        assert busy.stdout.strip() == "a focus is running: the plan resumes when it ends"
+        _wait(lambda: any("gemma-3-270m" in c for c in _calls(tmp_path)), seconds=60)
+        runs = [c for c in _calls(tmp_path) if c.startswith("scripts/make_bundles.py")]
+        assert [("smollm2-135m" in c, " --source tokens " in c, "--hold-at" in c) for c in runs] == [
+            (True, True, True), (True, False, True), (False, False, False)]
+        assert " --source glove100k " in runs[1] and runs[2].startswith("scripts/make_bundles.py --models gemma-3-270m")
+        assert " --hold-at 1000/500 " in runs[1] and " --m 3 " in runs[1]
+        again = subprocess.run(["bash", str(RUNS), "resume"], capture_output=True, text=True, env=env, timeout=60)
+        assert again.stdout.splitlines() == ["focus smol-tokens-9k-m3 3 3000/500: decided",
+                                             "focus smol-glove-9k-m3 3 1000/500: decided", "gemma-n50: running"]
+        assert not list(live.glob(".focus-*.sh"))
+    finally:
+        subprocess.run(["bash", str(RUNS), "stop"], env=env, timeout=60, capture_output=True)
+    # a focus that ended undecided is passed over (runs.sh focus tries it again)
+    (tmp_path / "decided-smol-glove-9k.sqlite").unlink()
+    (live / ".focus-ended-smol-glove-9k-m3-3").write_text("")
+    (tmp_path / "plan").write_text("focus smol-glove-9k-m3 3 1000/500\nfocus nope 3 1000/500\n")
+    bad = subprocess.run(["bash", str(RUNS), "resume"], capture_output=True, text=True, env=env, timeout=60)
+    assert bad.stdout.splitlines() == [f"focus smol-glove-9k-m3 3 1000/500: ended undecided (see "
+                                       f"{live}/smol-glove-9k-m3-focus.log; runs.sh focus tries again)"]
+    assert bad.returncode == 2 and "unknown run 'nope'" in bad.stderr
+
+
+def test_the_committed_plan_is_valid(make_bundles):
+    """benchmarks/runs/plan: each focus line names a run under [A]'s protocol, one of its m and a budget
+    below its own; each chain names known runs."""
+    names = _runs("names").stdout.split()
+    lines = [x.strip() for x in (ROOT / "benchmarks" / "runs" / "plan").read_text().splitlines()]
+    lines = [x for x in lines if x and not x.startswith("#")]
+    focus = [x.split() for x in lines if x.startswith("focus ")]
+    assert focus and all(len(f) == 4 for f in focus)
+    for _, name, m, budget in focus:
+        a = make_bundles.build_parser().parse_args(_runs("args", name).stdout.split())
+        steps, patience = make_bundles.parse_budget(budget, "budget", pytest.fail, "3000/500")
+        assert a.protocol == "paper" and int(m) in a.m, name
+        assert steps <= a.max_steps and patience <= a.patience and (steps, patience) != (a.max_steps, a.patience)
+    for chain in (x for x in lines if not x.startswith("focus ")):
+        assert set(chain.split(",")) <= set(names), chain

@@ -25,7 +25,10 @@
 #                                                decided hours sooner (e.g. [A]'s 3000 / 500 at m = 3
 #                                                of a run going to 9000 / 1500 at m = 2 and 3); the
 #                                                ladder it reads in LIVE/NAME-focus-ladder.log
-#   bash benchmarks/runs/runs.sh resume          start the chains of benchmarks/runs/plan that are
+#   bash benchmarks/runs/runs.sh resume          first the plan's first focus line (focus NAME M
+#                                                STEPS/PATIENCE) whose budget is not decided yet, if
+#                                                any (the chains follow when it ends); else
+#                                                start the chains of benchmarks/runs/plan that are
 #                                                not running, less the runs they have finished here
 #                                                (a fresh clone has finished none: those read their
 #                                                strings back from the snapshot, quickly); where a
@@ -130,6 +133,30 @@ after_run() {   # what follows a finished run: under [A]'s protocol, the budget 
   esac
 }
 
+live_store() {   # run $1's live store, copied from its committed snapshot on a fresh clone (said in log $2)
+  local store
+  store=$(store_of "$1")
+  mkdir -p "$LIVE"
+  if [ ! -f "$LIVE/$store.sqlite" ] && [ -f "$KEPT/$store.sqlite" ]; then
+    cp "$KEPT/$store.sqlite" "$LIVE/$store.sqlite"
+    echo "$1: resuming from the committed snapshot" >> "$LIVE/$2"
+  fi
+}
+
+check_focus() {   # NAME M STEPS/PATIENCE of a focus, refused with a message naming what is wrong
+  args "$1" >/dev/null                                  # unknown names: refused
+  [[ "$2" =~ ^[1-9][0-9]*$ ]] && args "$1" | grep -Eq -- "--m( [0-9]+)* $2( |\$)" ||
+    { echo "M must be one of the m of run '$1' ($(args "$1" | grep -Eo -- '--m( [0-9]+)+')); got '$2'" >&2; exit 2; }
+  [[ "$3" =~ ^[1-9][0-9]*/[1-9][0-9]*$ ]] ||
+    { echo "the budget must be STEPS/PATIENCE, whole numbers >= 1 (e.g. 3000/500); got '$3'" >&2; exit 2; }
+  args "$1" | grep -q -- "--protocol paper" ||
+    { echo "focus needs a run of a constant learning rate (--protocol paper); '$1' has a schedule" >&2; exit 2; }
+}
+
+decided() {   # whether every m = $2 string of run $1 has its outcome within budget $3 known (the store says)
+  "$PY" -m accesslib store ladder --budget "$3" --m "$2" --decided --store "$LIVE/$(store_of "$1").sqlite"
+}
+
 run_one() {   # one run in the foreground, resumed from its committed snapshot on a fresh clone
   local name=$1 a store
   a=$(args "$name")
@@ -138,10 +165,7 @@ run_one() {   # one run in the foreground, resumed from its committed snapshot o
   # a run on this store is going (this one, or the m = 1 run of an *-m2 run): wait for it, then
   # run this one, which reads the finished strings back from the store (quick)
   while pgrep -f "store $LIVE/$store.sqlite" >/dev/null; do sleep "${RUNS_POLL:-60}"; done
-  if [ ! -f "$LIVE/$store.sqlite" ] && [ -f "$KEPT/$store.sqlite" ]; then
-    cp "$KEPT/$store.sqlite" "$LIVE/$store.sqlite"
-    echo "$name: resuming from the committed snapshot" >> "$LIVE/$name.log"
-  fi
+  live_store "$name" "$name.log"
   # shellcheck disable=SC2086
   # --keep-final: each string keeps the state it finished in, so a larger budget goes on from it
   HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 "$PY" scripts/make_bundles.py $a --threads 1 --keep-final \
@@ -182,7 +206,23 @@ case "${1:-}" in
     done;;
   resume)
     mkdir -p "$LIVE"
-    grep -v '^[[:space:]]*\(#\|$\)' "$PLAN" | while read -r chain; do
+    # the plan's focus lines first, in order: the first whose budget is not decided yet runs
+    # alone, and the chains start when it has ended (it resumes the plan then)
+    if pgrep -f "$LIVE/\.focus-[^ ]*\.sh focused" >/dev/null; then
+      echo "a focus is running: the plan resumes when it ends"; exit 0
+    fi
+    while read -r _ name m budget; do
+      check_focus "$name" "$m" "$budget"
+      live_store "$name" "$name-focus.log"
+      if decided "$name" "$m" "$budget" >/dev/null 2>&1; then echo "focus $name $m $budget: decided"; continue; fi
+      if [ -f "$LIVE/.focus-ended-$name-$m" ]; then
+        echo "focus $name $m $budget: ended undecided (see $LIVE/$name-focus.log; runs.sh focus tries again)"
+        continue
+      fi
+      bash "$SELF" focus "$name" "$m" "$budget"
+      exit 0
+    done < <(grep -E '^[[:space:]]*focus[[:space:]]' "$PLAN" || true)
+    grep -v '^[[:space:]]*\(#\|$\|focus[[:space:]]\)' "$PLAN" | while read -r chain; do
       IFS=, read -r -a names <<< "$chain"
       todo=()
       for name in "${names[@]}"; do
@@ -222,39 +262,35 @@ case "${1:-}" in
     done;;
   focus)   # NAME M STEPS/PATIENCE (see the top of this file)
     [ $# -eq 4 ] || { echo "usage: runs.sh focus NAME M STEPS/PATIENCE (e.g. smol-tokens-9k-m3 3 3000/500)" >&2; exit 2; }
-    args "$2" >/dev/null                                  # unknown names: refused
-    [[ "$3" =~ ^[1-9][0-9]*$ ]] && args "$2" | grep -Eq -- "--m( [0-9]+)* $3( |\$)" ||
-      { echo "M must be one of the m of run '$2' ($(args "$2" | grep -Eo -- '--m( [0-9]+)+')); got '$3'" >&2; exit 2; }
-    [[ "$4" =~ ^[1-9][0-9]*/[1-9][0-9]*$ ]] ||
-      { echo "the budget must be STEPS/PATIENCE, whole numbers >= 1 (e.g. 3000/500); got '$4'" >&2; exit 2; }
-    args "$2" | grep -q -- "--protocol paper" ||
-      { echo "focus needs a run of a constant learning rate (--protocol paper); '$2' has a schedule" >&2; exit 2; }
+    check_focus "$2" "$3" "$4"
     bash "$SELF" stop
     while pgrep -f "scripts/make_bundles.py .*--store $LIVE/" >/dev/null; do sleep 1; done
     mkdir -p "$LIVE"
+    rm -f "$LIVE/.focus-ended-$2-$3"
     copy=$(mktemp "$LIVE/.focus-XXXXXX.sh")
     cp "$SELF" "$copy"
     nohup bash "$copy" focused "$2" "$3" "$4" >/dev/null 2>&1 &
     echo "focused $2 on m = $3 until $4 is decided (pid $!; log $LIVE/$2-focus.log); then the plan resumes";;
   focused)   # run from a copy (see focus)
     trap 'rm -f "$SELF"' EXIT
-    name=$2 m=$3 budget=$4 store=$(store_of "$2") threads=${RUNS_THREADS:-$(nproc)}
+    name=$2 m=$3 budget=$4 threads=${RUNS_THREADS:-$(nproc)}
     a=$(args "$name" | sed -E "s/--m( [0-9]+)+ /--m $m /")
-    if [ ! -f "$LIVE/$store.sqlite" ] && [ -f "$KEPT/$store.sqlite" ]; then
-      cp "$KEPT/$store.sqlite" "$LIVE/$store.sqlite"
-    fi
+    live_store "$name" "$name-focus.log"
     # shellcheck disable=SC2086
     HF_HUB_OFFLINE=1 OMP_NUM_THREADS=$threads "$PY" scripts/make_bundles.py $a --threads "$threads" --keep-final \
-      --hold-at "$budget" --store "$LIVE/$store.sqlite" --out "$LIVE/$name-focus-bundle" \
+      --hold-at "$budget" --store "$LIVE/$(store_of "$name").sqlite" --out "$LIVE/$name-focus-bundle" \
       >> "$LIVE/$name-focus.log" 2>&1 </dev/null || true
-    if "$PY" -m accesslib store ladder --budget "$budget" --m "$m" --decided --store "$LIVE/$store.sqlite" \
-        > "$LIVE/$name-focus-ladder.log" 2>&1; then
+    if decided "$name" "$m" "$budget" > "$LIVE/$name-focus-ladder.log" 2>&1; then
       echo "$(date -u '+%F %H:%M') UTC: m = $m decided within $budget" >> "$LIVE/$name-focus.log"
-    else
+    else   # (the run failed): resume does not start this focus again until the marker goes
       echo "$(date -u '+%F %H:%M') UTC: m = $m not decided within $budget (see $name-focus-ladder.log)" \
         >> "$LIVE/$name-focus.log"
+      touch "$LIVE/.focus-ended-$name-$m"
     fi
-    bash "$SELF" resume;;
+    # the plan goes on: resume from the script itself, this shell no longer a focus that is running
+    rm -f "$SELF"
+    trap - EXIT
+    exec bash benchmarks/runs/runs.sh resume >/dev/null 2>&1;;
   stop)   # the chains' (and a focus's) shells first, so that no next run starts
     pkill -TERM -f "$LIVE/\.chain-.*\.sh chain" || true
     pkill -TERM -f "$LIVE/\.focus-.*\.sh focused" || true
