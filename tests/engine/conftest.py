@@ -3,6 +3,13 @@ import pytest
 import torch
 
 
+@pytest.fixture(scope="module")
+def neox():
+    """The engine tests' model: a 2-layer GPT-NeoX of width 32 over 64 tokens."""
+    from accesslib.models.loading import tiny_model
+    return tiny_model("gpt_neox", d=32, vocab_size=64, layers=2, seed=0, initializer_range=0.3).model
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _engine_one_thread(one_thread):
     """Every engine test on one thread (tests/conftest.py: one_thread)."""

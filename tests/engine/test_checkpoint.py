@@ -17,11 +17,6 @@ V = 64
 KW = dict(max_steps=120, patience=60, seed=5, lr=5e-2, prefix_ids=[0], schedule="warmup_cosine")
 
 
-@pytest.fixture(scope="module")
-def neox():
-    return tiny_model("gpt_neox", d=32, vocab_size=V, layers=2, seed=0, initializer_range=0.3).model
-
-
 def targets(seed=3, lens=(1, 2, 3, 4)):
     g = torch.Generator().manual_seed(seed)
     return [torch.randint(0, V, (n,), generator=g).tolist() for n in lens]

@@ -8,14 +8,8 @@ import torch
 
 import accesslib.engine.cramming as cramming
 from accesslib.engine.cramming import CramSession, cram
-from accesslib.models.loading import tiny_model
 
 V = 64
-
-
-@pytest.fixture(scope="module")
-def neox():
-    return tiny_model("gpt_neox", d=32, vocab_size=V, layers=2, seed=0, initializer_range=0.3).model
 
 
 def ragged(seed=3):

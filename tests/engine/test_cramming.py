@@ -24,11 +24,6 @@ from accesslib.models.loading import FAMILIES, tiny_model
 V = 64
 
 
-@pytest.fixture(scope="module")
-def neox():
-    return tiny_model("gpt_neox", d=32, vocab_size=V, layers=2, seed=0, initializer_range=0.3).model
-
-
 def rand_targets(B, n, seed=1):
     return torch.randint(0, V, (B, n), generator=torch.Generator().manual_seed(seed))
 

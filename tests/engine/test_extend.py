@@ -22,11 +22,6 @@ KW = dict(seed=5, lr=5e-2, prefix_ids=[0], patience_on="accuracy", batch_size=1,
 SHORT, LONG = dict(max_steps=30, patience=20), dict(max_steps=160, patience=40)
 
 
-@pytest.fixture(scope="module")
-def neox():
-    return tiny_model("gpt_neox", d=32, vocab_size=V, layers=2, seed=0, initializer_range=0.3).model
-
-
 def targets(seed=3, lens=(1, 2, 3, 4, 4, 5, 5, 6)):
     g = torch.Generator().manual_seed(seed)
     return [torch.randint(0, V, (n,), generator=g).tolist() for n in lens]

@@ -23,11 +23,6 @@ SHORT, LONG = dict(max_steps=30, patience=20), dict(max_steps=160, patience=40)
 SETTINGS = dict(schedule=None, patience_on="accuracy", **LONG)
 
 
-@pytest.fixture(scope="module")
-def neox():
-    return tiny_model("gpt_neox", d=32, vocab_size=V, layers=2, seed=0, initializer_range=0.3).model
-
-
 def targets(seed=3, lens=(1, 2, 3, 4, 4, 5, 5, 6)):
     g = torch.Generator().manual_seed(seed)
     return [torch.randint(0, V, (n,), generator=g).tolist() for n in lens]
