@@ -146,9 +146,11 @@ def test_a_chain_runs_one_after_the_other_and_resumes_from_a_snapshot(tmp_path):
     assert not (live / "smol-tokens.sqlite").exists()
 
 
-def _on_live_stores(tmp_path, action, names):
-    """runs.sh ACTION with an empty live store for each of ``names`` and python faked."""
+def _on_live_stores(tmp_path, action, names, plan=""):
+    """runs.sh ACTION with an empty live store for each of ``names``, python faked and ``plan``."""
     env = _fake_env(tmp_path)
+    (tmp_path / "plan").write_text(plan)
+    env["RUNS_PLAN"] = str(tmp_path / "plan")
     (tmp_path / "live").mkdir()
     for name in names:
         (tmp_path / "live" / f"{name}.sqlite").write_text("")
@@ -165,12 +167,19 @@ def test_snapshot_backs_every_live_store_up_into_the_kept_folder(tmp_path):
 
 
 def test_status_reads_the_9k_runs_ladder_and_patience_500(tmp_path):
-    r = _on_live_stores(tmp_path, "status", ("gemma-n50", "smol-glove-9k"))
+    r = _on_live_stores(tmp_path, "status", ("gemma-n50", "smol-glove-9k"), plan="focus smol-glove-9k-m3 3 3000/500\n")
     live = tmp_path / "live"
     assert _calls(tmp_path) == [f"-m accesslib store summary --by-length --store {live}/gemma-n50.sqlite",
                                 f"-m accesslib store summary --by-length --patience 500 --stalls --store {live}/smol-glove-9k.sqlite",
-                                f"-m accesslib store ladder --budget 1000/500 3000/500 9000/1500 --store {live}/smol-glove-9k.sqlite"]
+                                f"-m accesslib store ladder --budget 1000/500 3000/500 9000/1500 --store {live}/smol-glove-9k.sqlite",
+                                f"-m accesslib store ladder --budget 3000/500 --m 3 --decided --store {live}/smol-glove-9k.sqlite"]
     assert "== gemma-n50 (stopped)" in r.stdout and "== smol-glove-9k (stopped)" in r.stdout
+    assert r.stdout.splitlines()[-1] == "plan: focus smol-glove-9k-m3 3 3000/500: decided"   # (the fake says 0)
+    (live / ".focus-ended-smol-glove-9k-m3-3").write_text("")
+    env = dict(_fake_env(tmp_path), RUNS_PLAN=str(tmp_path / "plan"))
+    (tmp_path / "python").write_text(FAKE + 'case "$*" in *--decided*) exit 3;; esac\n')   # not decided
+    again = subprocess.run(["bash", str(RUNS), "status"], capture_output=True, text=True, env=env, timeout=60)
+    assert again.stdout.splitlines()[-1] == "plan: focus smol-glove-9k-m3 3 3000/500: ended undecided"
 
 
 def test_stop_ends_the_running_run_and_the_rest_of_its_chain(tmp_path):

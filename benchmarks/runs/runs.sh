@@ -9,6 +9,7 @@
 #                                                A,B: B starts when A ends, on the same core)
 #   bash benchmarks/runs/runs.sh snapshot        back up every live store (then commit them)
 #   bash benchmarks/runs/runs.sh status          finished strings per run, and what is running (the
+#                                                plan's focus lines: decided, running or waiting; the
 #                                                *-9k runs: also how many crammed with patience 500,
 #                                                the longest stalls of the crammed strings,
 #                                                and n50 at 1000 / 500, 3000 / 500 and (the 27k
@@ -259,6 +260,14 @@ case "${1:-}" in
       # shellcheck disable=SC2086
       "$PY" -m accesslib store summary --by-length $extra --store "$live"
       case "$name" in *-9k) "$PY" -m accesslib store ladder --budget 1000/500 3000/500 9000/1500 --store "$live";; esac
+    done
+    # the plan's focus lines: decided, running, ended undecided, or waiting for their turn
+    { grep -E '^[[:space:]]*focus[[:space:]]' "$PLAN" 2>/dev/null || true; } | while read -r _ name m budget; do
+      if decided "$name" "$m" "$budget" >/dev/null 2>&1; then how=decided
+      elif pgrep -f "$LIVE/\.focus-[^ ]*\.sh focused $name $m " >/dev/null; then how=running
+      elif [ -f "$LIVE/.focus-ended-$name-$m" ]; then how="ended undecided"
+      else how=waiting; fi
+      echo "plan: focus $name $m $budget: $how"
     done;;
   focus)   # NAME M STEPS/PATIENCE (see the top of this file)
     [ $# -eq 4 ] || { echo "usage: runs.sh focus NAME M STEPS/PATIENCE (e.g. smol-tokens-9k-m3 3 3000/500)" >&2; exit 2; }
