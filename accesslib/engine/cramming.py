@@ -935,15 +935,10 @@ class CramSession:
         if not held:
             return
         fp = self._fingerprint()
-        states = {}
-        for j in held:
-            kept = self._state_of(j, fp)
-            buf = io.BytesIO()
-            torch.save(kept, buf)
-            states[st["rows"][j].key] = (buf.getvalue(), kept["step"])
-        self.checkpoint.save_inflight(states)
+        self.checkpoint.save_inflight({st["rows"][j].key: self._state_bytes(j, fp) for j in held})
         rows = [st["rows"][j] for j in held]
-        self._keep([j for j in range(len(st["rows"])) if j not in set(held)])
+        gone = set(held)
+        self._keep([j for j in range(len(st["rows"])) if j not in gone])
         self.held += len(held)
         for r in rows:
             self._saved_keys.discard(r.key)
@@ -1089,16 +1084,16 @@ class CramSession:
         if callable(self.schedule):    # a callable schedule cannot be compared on resume
             return
         fp = self._fingerprint()
-        states = {}
-        for j, r in enumerate(st["rows"]):
-            if r.key is None:
-                continue
-            kept = self._state_of(j, fp)
-            buf = io.BytesIO()
-            torch.save(kept, buf)
-            states[r.key] = (buf.getvalue(), kept["step"])
+        states = {r.key: self._state_bytes(j, fp) for j, r in enumerate(st["rows"]) if r.key is not None}
         self.checkpoint.save_inflight(states)
         self._saved_keys |= set(states)
+
+    def _state_bytes(self, j: int, fp: dict) -> tuple[bytes, int]:
+        """Active row ``j``'s state (:meth:`_state_of`) as the checkpoint keeps it: (bytes, step)."""
+        kept = self._state_of(j, fp)
+        buf = io.BytesIO()
+        torch.save(kept, buf)
+        return buf.getvalue(), kept["step"]
 
     def _state_of(self, j: int, fp: dict, **override) -> dict:
         """Active row ``j``'s whole optimisation state (what :meth:`_admit` resumes from)."""
