@@ -309,6 +309,10 @@ def budget_status(bundle: dict) -> tuple[str, str]:
         if None not in steps + pat:
             text += (f" Both budgets are read from the same strings, of one run of {steps[1]:,} steps with "
                      f"patience {pat[1]:,} (here {steps[0]:,} / {pat[0]:,}).")
+            undecided = (bundle.get("read_from") or {}).get("undecided_ms") or []
+            if undecided:
+                text += (f" At m = {', '.join(map(str, undecided))} the run's own {steps[1]:,} / {pat[1]:,} "
+                         "cannot be told yet: too many of its strings are still being crammed.")
     return label, text
 
 

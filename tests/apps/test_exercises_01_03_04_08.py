@@ -516,23 +516,34 @@ def test_03_q8_smollm2_remeasured_under_the_published_protocol():
     assert budget_status(read)[0] == "budget-limited"
     at_2 = [(round(y, 1), t.get_text()) for x, y, t in zip(xs, ys, app.art["remeasured_texts"]) if 1 < x < 2]
     assert sorted(at_2) == [(27.0, "random tokens, 3,000 / 500"), (42.9, "[A]'s words, 3,000 / 500")]
-    # the lower square left of m = 2: random tokens, [A]'s 3000 / 500 read from the tokens run at m = 1 and 2
+    # the lower square left of m = 2 and the one left of m = 3: random tokens, [A]'s 3000 / 500 read from
+    # the tokens run at m = 1, 2 and 3
     assert (tread["settings"]["max_steps"], tread["settings"]["patience"], tread.get("seed")) == (3000, 500, tok.get("seed"))
     assert (tread["read_from"]["max_steps"], tread["read_from"]["patience"], tread["read_from"]["undecided_ms"]) == (
-        9000, 1500, [])
-    t1, t2 = sorted(tread["curves"], key=lambda c: c["m"])
+        9000, 1500, [3])                                    # 9000 / 1500 at m = 3 not told yet
+    t1, t2, t3 = sorted(tread["curves"], key=lambda c: c["m"])
     assert (t1["successes"], t1["n50"]) == (long[(3000, 500)]["successes"], pytest.approx(long[(3000, 500)]["n50"]))
     assert round(t2["n50"], 1) == 27.0 and t2["lengths"] == [12, 17, 24, 32, 42, 54]
+    assert round(t3["n50"], 1) == 35.5 and t3["lengths"] == [17, 24, 32, 42, 54, 70]
+    assert t3["successes"] == [6, 6, 4, 1, 0, 0] and t3["totals"] == [6] * 6
     tsl = tread["slope"]
-    assert tsl["slope"] == pytest.approx(t2["n50"] - t1["n50"])
-    assert (round(tsl["slope"], 1), round(tsl["slope_stderr"], 1)) == (14.2, 2.7)
-    assert round(app.values["slopes"]["ball"] / tsl["slope"]) == 31
+    fit = np.polyfit([1, 2, 3], [t1["n50"], t2["n50"], t3["n50"]], 1)
+    assert tsl["slope"] == pytest.approx(fit[0]) and tsl["n_points"] == 3
+    assert (round(tsl["slope"], 1), round(tsl["slope_stderr"], 1), round(tsl["r2"], 2)) == (11.4, 1.6, 0.98)
+    assert round(app.values["slopes"]["ball"] / tsl["slope"]) == 39
+    # m = 3 lies below the line through m = 1 and 2
+    assert t3["n50"] < 2 * t2["n50"] - t1["n50"] and round(2 * t2["n50"] - t1["n50"], 1) == 41.1
     tchk = tread["budget_check"]["ms"]["2"]
     assert tchk["moved"] is True and tchk["n50_3x"] is None and round(tchk["n50_3x_low"], 1) == 30.7
+    assert "3" not in tread["budget_check"]["ms"] and "At m = 3 the run's own 9,000 / 1,500 cannot be told yet" in \
+        budget_status(tread)[1]
+    at_3 = [(round(y, 1), t.get_text()) for x, y, t in zip(xs, ys, app.art["remeasured_texts"]) if 2 < x < 3]
+    assert at_3 == [(35.5, "random tokens, 3,000 / 500")]
     assert budget_status(tread)[0] == "budget-limited"
+    # words (m = 1, 2) against tokens (m = 1..3), each slope over the m it has
     apart = (sl["slope"] - tsl["slope"]) / math.hypot(sl["slope_stderr"], tsl["slope_stderr"])
-    assert sl["slope"] > tsl["slope"] and round(apart, 1) == 1.6
-    says(answers("03-predicted-vs-measured.ipynb"), "orange squares left of m = 1",
+    assert sl["slope"] > tsl["slope"] and round(apart, 1) == 2.4
+    says(answers("03-predicted-vs-measured.ipynb"), "orange squares left of m = 1, 2 and 3",
          "square left of m = 2 is [A]'s 3000 / 500 at m = 2", "42.9, so under [A]'s own protocol this model packs "
          "a = 22.8 ± 4.5", "C_ball / a about 19, at the edge of [A]'s 5-20×",
          "9000 / 1500 already puts n50 at m = 2 at 51.3 or more (*budget-limited* again)",
@@ -540,7 +551,9 @@ def test_03_q8_smollm2_remeasured_under_the_published_protocol():
          "(*budget-limited*)", "1.8 to 2.9 times the shipped 10.6",
          "10.5 with 1000 / 500 and 12.8 with 3000 / 500", "9000 steps at [A]'s patience of 500 cram",
          "*inconclusive*, the steps are checked, the patience is not", "but 9000 / 1500 gives 15.6",
-         "(*budget-limited*). The lower square left of m = 2 is the same run's m = 2 at [A]'s 3000 / 500: 27.0, "
-         "so a = 14.2 ± 2.7 random tokens per vector, C_ball / a about 31;", "9000 / 1500 already puts it at 30.7 "
-         "or more (*budget-limited*). On both kinds of targets", "a vector holds more tokens of words than of random "
-         "ids (22.8 ± 4.5 against 14.2 ± 2.7, 1.6 combined standard errors apart)")
+         "(*budget-limited*). The lower square left of m = 2 and the square left of m = 3 are the same run at "
+         "[A]'s 3000 / 500: 27.0 at m = 2 and 35.5 at m = 3, so over m = 1, 2, 3 a = 11.4 ± 1.6 random tokens "
+         "per vector (R² = 0.98), C_ball / a about 39;", "m = 3 lies below the line through m = 1 and 2 (41.1)",
+         "9000 / 1500 already puts m = 2 at 30.7 or more (*budget-limited*); at m = 3 it cannot be told yet",
+         "a vector holds more tokens of words than of random ids (22.8 ± 4.5 over m = 1, 2 against 11.4 ± 1.6 "
+         "over m = 1..3, 2.4 combined standard errors apart)")

@@ -214,11 +214,14 @@ def test_real_runs_read_at_the_published_budget_agree_with_their_ladders(tmp_pat
         assert b["budget_check"]["ms"]["1"]["moved"] is True and bundles.budget_status(b)[0] == "budget-limited"
         assert b["budget_check"]["ms"]["1"]["successes_3x"] == next(
             x for x in rec["curves"] if x["m"] == 1)["successes"]
-        # and at m = 1 and 2 it is the shipped record read from that run (its curves and slope; the check
-        # against the run's own budget moves on with the run, the 3000 / 500 rung does not)
-        both = bundling.read_budget_bundle(tmp_path / f"{name}.sqlite", "smollm2-135m", 3000, 500, ms=[1, 2],
-                                           facts=shipped["facts"])
+        # and at every m it ships (tokens: m = 1..3, words: m = 1, 2) it is the shipped record read from that
+        # run (its curves and slope; the check against the run's own budget moves on with the run, the
+        # 3000 / 500 rung does not)
         read = next(r for r in shipped["remeasured"] if r.get("read_from") and r["source"] == source)
+        ms = [c["m"] for c in read["curves"]]
+        assert ms == {"glove100k": [1, 2], "tokens": [1, 2, 3]}[source]
+        both = bundling.read_budget_bundle(tmp_path / f"{name}.sqlite", "smollm2-135m", 3000, 500, ms=ms,
+                                           facts=shipped["facts"])
         key = ("m", "lengths", "successes", "totals")
         assert [{k: c[k] for k in key} for c in both["curves"]] == [{k: c[k] for k in key} for c in read["curves"]]
         assert [c["n50"] for c in both["curves"]] == pytest.approx([c["n50"] for c in read["curves"]])
@@ -250,3 +253,7 @@ def test_a_check_against_a_run_still_going_says_the_least_n50_it_can_reach():
     close = dict(own, successes=[6, 3, 3, 0, 0], open=[0, 3, 3, 6, 6],
                  n50_range=bundling.open_n50_range(lengths, [6, 3, 3, 0, 0], totals, [0, 3, 3, 6, 6]))
     assert bundling._against_own([dict(m=2, rungs=[read, close])], {2: read}) == ({}, [2])
+    # an m not yet told is named in the text, the label stands on the m that are
+    b["read_from"] = dict(max_steps=9000, patience=1500, undecided_ms=[3])
+    assert bundles.budget_status(b) == (label, text + " At m = 3 the run's own 9,000 / 1,500 cannot be told yet: "
+                                        "too many of its strings are still being crammed.")
