@@ -738,7 +738,9 @@ def read_budget_bundle(store, model: str, max_steps: int, patience: int, *, sour
     the strings of a larger run in ``store``, also one still going (:func:`live_ladder`): every m
     of the run (or ``ms``) at that budget, its n50 and the slope over m, as if a run with that
     budget had measured it. So [A]'s 3000 / 500 at m = 1 and 2 comes out of a 9000 / 1500 run as
-    soon as its strings have passed step 3000 or stopped, days before the run ends.
+    soon as its strings have passed step 3000 or stopped, days before the run ends. The slope's
+    stderr is the one its n50 stderrs give it (``stderr_from``), as ``store ladder`` says it; with
+    three m or more the least-squares residual one is kept too (``slope_stderr_residual``).
 
     The bundle records ``read_from`` (the run's budget, its store, strings finished and still
     being crammed) and a ``budget_check`` against the run's own budget at each m where that can
@@ -805,13 +807,16 @@ def read_budget_bundle(store, model: str, max_steps: int, patience: int, *, sour
             for m, r in sorted(rungs.items())]
     check, undecided = ({}, []) if (max_steps, patience) == (steps0, patience0) else _against_own(curves, rungs)
     slope = slope_record(recs)
-    if slope and slope.get("slope_stderr") is None:   # two m: the stderr propagated from the n50 stderrs
+    if slope:   # the stderr the n50 stderrs give it, as `store ladder` says it (with two m the only one)
         from accesslib.theory.stats import propagated_slope_stderr
 
         pts = [(x["m"], x["n50_stderr"]) for x in recs if x["n50"] is not None]
         if all(se is not None for _, se in pts):
+            residual = slope["slope_stderr"]
             slope.update(slope_stderr=finite_or_none(propagated_slope_stderr(*zip(*pts))),
                          stderr_from="n50 stderrs")
+            if residual is not None:
+                slope["slope_stderr_residual"] = residual
     seeds = sorted({int(r["seed"]) for r in store.rows(**filters, protocol_hash=run0["protocol_hash"])})
     samples = max(t for x in recs for t in x["totals"])
     if facts is None:

@@ -529,7 +529,11 @@ def test_03_q8_smollm2_remeasured_under_the_published_protocol():
     tsl = tread["slope"]
     fit = np.polyfit([1, 2, 3], [t1["n50"], t2["n50"], t3["n50"]], 1)
     assert tsl["slope"] == pytest.approx(fit[0]) and tsl["n_points"] == 3
-    assert (round(tsl["slope"], 1), round(tsl["slope_stderr"], 1), round(tsl["r2"], 2)) == (11.4, 1.6, 0.98)
+    assert (round(tsl["slope"], 1), round(tsl["slope_stderr"], 1), round(tsl["r2"], 2)) == (11.4, 1.4, 0.98)
+    # its stderr is the one the n50 stderrs give (as `store ladder` says it); the residual one is kept
+    assert tsl["stderr_from"] == "n50 stderrs" and tsl["slope_stderr"] == pytest.approx(
+        math.hypot(t1["n50_stderr"], t3["n50_stderr"]) / 2)
+    assert round(tsl["slope_stderr_residual"], 2) == 1.63
     assert round(app.values["slopes"]["ball"] / tsl["slope"]) == 39
     # m = 3 lies below the line through m = 1 and 2
     assert t3["n50"] < 2 * t2["n50"] - t1["n50"] and round(2 * t2["n50"] - t1["n50"], 1) == 41.1
@@ -552,8 +556,8 @@ def test_03_q8_smollm2_remeasured_under_the_published_protocol():
          "10.5 with 1000 / 500 and 12.8 with 3000 / 500", "9000 steps at [A]'s patience of 500 cram",
          "*inconclusive*, the steps are checked, the patience is not", "but 9000 / 1500 gives 15.6",
          "(*budget-limited*). The lower square left of m = 2 and the square left of m = 3 are the same run at "
-         "[A]'s 3000 / 500: 27.0 at m = 2 and 35.5 at m = 3, so over m = 1, 2, 3 a = 11.4 ± 1.6 random tokens "
+         "[A]'s 3000 / 500: 27.0 at m = 2 and 35.5 at m = 3, so over m = 1, 2, 3 a = 11.4 ± 1.4 random tokens "
          "per vector (R² = 0.98), C_ball / a about 39;", "m = 3 lies below the line through m = 1 and 2 (41.1)",
          "9000 / 1500 already puts m = 2 at 30.7 or more (*budget-limited*); at m = 3 it cannot be told yet",
-         "a vector holds more tokens of words than of random ids (22.8 ± 4.5 over m = 1, 2 against 11.4 ± 1.6 "
+         "a vector holds more tokens of words than of random ids (22.8 ± 4.5 over m = 1, 2 against 11.4 ± 1.4 "
          "over m = 1..3, 2.4 combined standard errors apart)")
