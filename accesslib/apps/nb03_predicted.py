@@ -115,7 +115,8 @@ def remeasured_points(bundle) -> list[tuple]:
     """The model's n50 measured again by other runs (the bundle's ``remeasured``,
     :func:`accesslib.results.bundles.add_remeasure`) as (m, n50, stderr, label), from
     :func:`accesslib.results.bundles.remeasure_rungs`, labelled with the run's targets and the budget ("[A]'s words, 3,000 /
-    500"). The runs of one source and seed (the same strings, other budgets) are taken together, by
+    500"; at the largest m of a re-measurement with a slope, the slope too: ": a = 11.4 ± 1.4",
+    :func:`remeasured_fits`). The runs of one source and seed (the same strings, other budgets) are taken together, by
     m and then by budget: a rung two runs share (the same budget and n50) is drawn once, and
     budgets with the same n50 and stderr at one m share one marker ("random tokens, 3,000 / 500 =
     9,000 / 500"). A replicate with another seed keeps markers of its own."""
@@ -133,8 +134,28 @@ def remeasured_points(bundle) -> list[tuple]:
                     groups[-1][2].append(words)
             else:
                 groups.append([m, r, [words]])
-        points = [_rung_point(m, r, f"{short}, {' = '.join(words)}") for m, r, words in groups]
+        slopes = {(hi, budget): text for _, hi, _, _, src, budget, text in remeasured_fits(bundle) if src == source}
+        points = [_rung_point(m, r, f"{short}, {' = '.join(words)}"
+                              + "".join(f": {slopes[m, w]}" for w in words if (m, w) in slopes))
+                  for m, r, words in groups]
         out += [p for p in points if p is not None]
+    return out
+
+
+def remeasured_fits(bundle) -> list[tuple]:
+    """The slope of each re-measurement of the model over two m or more (the bundle's
+    ``remeasured`` with a ``slope``) as (m_lo, m_hi, a, b, source, budget words, slope words): the
+    line n50 = a·m + b over the m it was fitted on, and what names it ("a = 11.4 ± 1.4")."""
+    out = []
+    for rec in bundle.get("remeasured") or []:
+        sl = rec.get("slope") or {}
+        ms = [c["m"] for c in rec.get("curves") or [] if c.get("n50") is not None]
+        if sl.get("slope") is None or len(set(ms)) < 2:
+            continue
+        settings, se = rec.get("settings") or {}, sl.get("slope_stderr")
+        out.append((min(ms), max(ms), float(sl["slope"]), float(sl.get("intercept") or 0.0), rec.get("source"),
+                    bundles.budget_words(settings.get("max_steps"), settings.get("patience")),
+                    f"a = {sl['slope']:.1f}" + ("" if se is None else f" ± {se:.1f}")))
     return out
 
 
@@ -339,6 +360,8 @@ class PredictedApp(App):
         plotting.update_ladder(self.art, self.ladder_points)
         self.remeasured_points = remeasured_points(b)
         plotting.update_ladder(self.art, self.remeasured_points, "remeasured")
+        self.remeasured_fits = remeasured_fits(b)
+        plotting.update_remeasured_fits(self.art, [f[:4] for f in self.remeasured_fits])
         pub = self.published_slopes(eps_rel)
         if self.show_published.value:
             plotting.update_published_models(self.art_pub, pub, log=log)
@@ -397,7 +420,8 @@ class PredictedApp(App):
         every bound at the measured effective ε (one of them drawn), the model in every row; the
         bundle's n50 by step budget (its budget ladder: the hollow markers); then the ball bound of
         each of [A]'s models on the right panel at the same ε/r; the model's n50 re-measured by
-        other runs (the hollow squares, :func:`remeasured_points`)."""
+        other runs (the hollow squares, :func:`remeasured_points`) and the slope of each that has
+        one (the dotted lines, :func:`remeasured_fits`)."""
         v, model = self.values, self.bundle["model"]
         meas = v["measured"]
         rows = [dict(panel="measured n50", model=model, m=m, n50=y, n50_stderr=e)
@@ -429,6 +453,8 @@ class PredictedApp(App):
                       moved=r.get("moved")) for r in lad.get("rungs") or []]
         rows += [dict(panel="n50 re-measured", model=model, m=m, n50=y, n50_stderr=e, label=label)
                  for m, y, e, label in self.remeasured_points]
+        rows += [dict(panel="re-measured slope", model=model, m_from=lo, m_to=hi, slope=a, intercept=b, source=src,
+                      budget=budget, label=text) for lo, hi, a, b, src, budget, text in self.remeasured_fits]
         pm = v["published_match"]
         if pm is not None and pm["dataset"] is not None:   # [A]'s measurement of this very model
             rows.append(dict(panel="[A]'s measurement of this model", model=pm["model"], dataset=pm["dataset"],

@@ -269,7 +269,8 @@ def plot_model_bounds(ax, *, m_max=5, title=""):
     ax.set_title(title, loc="left", fontsize=STYLE["font"])
     ax.grid(alpha=0.3)
     art = dict(ax=ax, m_max=m_max, bounds={}, labels={}, measured=measured, fit=fit, ladder=ladder,
-               ladder_texts=[], ladder_points=[], remeasured=remeasured, remeasured_texts=[], remeasured_points=[])
+               ladder_texts=[], ladder_points=[], remeasured=remeasured, remeasured_texts=[], remeasured_points=[],
+               remeasured_fits=[])
     _model_legend(art)
     return art
 
@@ -278,6 +279,7 @@ def _model_legend(art):
     """The legend of :func:`plot_model_bounds`: the ladder's and the re-measurements' entries
     only while they have points."""
     handles = [art["measured"], art["fit"]] + [art[k] for k in ("ladder", "remeasured") if art[f"{k}_texts"]]
+    handles += art.get("remeasured_fits", [])[:1]
     art["ax"].legend(handles=handles, loc="upper left", fontsize=8, frameon=True)
 
 
@@ -310,6 +312,23 @@ def update_ladder(art, points, which: str = "ladder"):
             va="bottom", color=color, zorder=6, bbox=LABEL_BOX))
     art[f"{which}_points"] = list(points)
     _place_marker_labels(art)
+    _model_legend(art)
+    return art
+
+
+def update_remeasured_fits(art, fits):
+    """Draw the slope of each re-measurement that has one (``fits`` [(m_lo, m_hi, a, b), ...]) as a
+    thin dashed line n50 = a·m + b over the m it was fitted on, in the colour of its squares
+    (:func:`update_ladder` with "remeasured", whose label at m_hi names the slope). Drawn through
+    many points: straight on a linear axis, a curve on a log one."""
+    for line in art["remeasured_fits"]:
+        line.remove()
+    art["remeasured_fits"] = []
+    for lo, hi, a, b in fits:
+        xs = np.linspace(lo, hi, 20)
+        (line,) = art["ax"].plot(xs, np.maximum(a * xs + b, 1e-3), color=COLORS["paper_rule"], lw=1.1, ls="--",
+                                 zorder=3, label="re-measured fit n50 = a·m + b")
+        art["remeasured_fits"].append(line)
     _model_legend(art)
     return art
 

@@ -515,7 +515,7 @@ def test_03_q8_smollm2_remeasured_under_the_published_protocol():
     assert chk["moved"] is True and chk["n50_3x"] is None and round(chk["n50_3x_low"], 1) == 51.3
     assert budget_status(read)[0] == "budget-limited"
     at_2 = [(round(y, 1), t.get_text()) for x, y, t in zip(xs, ys, app.art["remeasured_texts"]) if 1 < x < 2]
-    assert sorted(at_2) == [(27.0, "random tokens, 3,000 / 500"), (42.9, "[A]'s words, 3,000 / 500")]
+    assert sorted(at_2) == [(27.0, "random tokens, 3,000 / 500"), (42.9, "[A]'s words, 3,000 / 500: a = 22.8 ± 4.5")]
     # the lower square left of m = 2 and the one left of m = 3: random tokens, [A]'s 3000 / 500 read from
     # the tokens run at m = 1, 2 and 3
     assert (tread["settings"]["max_steps"], tread["settings"]["patience"], tread.get("seed")) == (3000, 500, tok.get("seed"))
@@ -542,14 +542,23 @@ def test_03_q8_smollm2_remeasured_under_the_published_protocol():
     assert "3" not in tread["budget_check"]["ms"] and "At m = 3 the run's own 9,000 / 1,500 cannot be told yet" in \
         budget_status(tread)[1]
     at_3 = [(round(y, 1), t.get_text()) for x, y, t in zip(xs, ys, app.art["remeasured_texts"]) if 2 < x < 3]
-    assert at_3 == [(35.5, "random tokens, 3,000 / 500")]
+    assert at_3 == [(35.5, "random tokens, 3,000 / 500: a = 11.4 ± 1.4")]
+    # each slope drawn as a dashed line over the m it was fitted on
+    words_line, tokens_line = app.art["remeasured_fits"]
+    for line, rec, (lo, hi) in ((words_line, read, (1, 2)), (tokens_line, tread, (1, 3))):
+        lx, ly = line.get_data()
+        assert (lx[0], lx[-1]) == (lo, hi)
+        assert ly == pytest.approx(rec["slope"]["slope"] * lx + rec["slope"]["intercept"])
+    # words the upper dashed line, tokens the lower, over the m both have
+    both = np.linspace(1, 2, 11)
+    assert np.all(sl["slope"] * both + sl["intercept"] > tsl["slope"] * both + tsl["intercept"])
     assert budget_status(tread)[0] == "budget-limited"
     # words (m = 1, 2) against tokens (m = 1..3), each slope over the m it has
     apart = (sl["slope"] - tsl["slope"]) / math.hypot(sl["slope_stderr"], tsl["slope_stderr"])
     assert sl["slope"] > tsl["slope"] and round(apart, 1) == 2.4
     says(answers("03-predicted-vs-measured.ipynb"), "orange squares left of m = 1, 2 and 3",
          "square left of m = 2 is [A]'s 3000 / 500 at m = 2", "42.9, so under [A]'s own protocol this model packs "
-         "a = 22.8 ± 4.5", "C_ball / a about 19, at the edge of [A]'s 5-20×",
+         "a = 22.8 ± 4.5 tokens per vector (the upper dashed line), C_ball / a about 19, at the edge of [A]'s 5-20×",
          "9000 / 1500 already puts n50 at m = 2 at 51.3 or more (*budget-limited* again)",
          "n50 at m = 1 is 18.7 with 1000 / 500, 20.1 with [A]'s 3000 / 500 and 30.7 with 9000 / 1500",
          "(*budget-limited*)", "1.8 to 2.9 times the shipped 10.6",
@@ -557,7 +566,7 @@ def test_03_q8_smollm2_remeasured_under_the_published_protocol():
          "*inconclusive*, the steps are checked, the patience is not", "but 9000 / 1500 gives 15.6",
          "(*budget-limited*). The lower square left of m = 2 and the square left of m = 3 are the same run at "
          "[A]'s 3000 / 500: 27.0 at m = 2 and 35.5 at m = 3, so over m = 1, 2, 3 a = 11.4 ± 1.4 random tokens "
-         "per vector (R² = 0.98), C_ball / a about 39;", "m = 3 lies below the line through m = 1 and 2 (41.1)",
+         "per vector (R² = 0.98; the lower dashed line), C_ball / a about 39;", "m = 3 lies below the line through m = 1 and 2 (41.1)",
          "9000 / 1500 already puts m = 2 at 30.7 or more (*budget-limited*); at m = 3 it cannot be told yet",
          "a vector holds more tokens of words than of random ids (22.8 ± 4.5 over m = 1, 2 against 11.4 ± 1.4 "
          "over m = 1..3, 2.4 combined standard errors apart)")

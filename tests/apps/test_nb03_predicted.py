@@ -435,6 +435,49 @@ def test_remeasured_points_and_records():
                                                                        ("glove100k", 1)]
 
 
+def test_a_remeasured_slope_is_drawn_over_its_m_and_named_at_its_last_point():
+    """A re-measurement with a slope over two m or more: a dashed line a·m + b over those m, its
+    slope in the label of its square at the largest m, a legend entry and a data row; one without a
+    slope (or with one m) draws none; another model takes the lines away."""
+    import matplotlib.pyplot as plt
+
+    from accesslib.apps.nb03_predicted import remeasured_fits, remeasured_points
+    from accesslib.plots import bounds as plotting
+
+    rec = dict(source="tokens", settings=dict(max_steps=300, patience=50), seed=0,
+               curves=[dict(m=1, n50=10.0, n50_stderr=1.0), dict(m=2, n50=None), dict(m=3, n50=31.0, n50_stderr=2.0)],
+               slope=dict(slope=10.5, intercept=-0.5, slope_stderr=1.12))
+    bare = dict(rec, seed=1, slope=None)
+    one = dict(rec, seed=2, curves=rec["curves"][:1])
+    b = dict(remeasured=[rec, bare, one])
+    assert remeasured_fits(b) == [(1, 3, 10.5, -0.5, "tokens", "300 / 50", "a = 10.5 ± 1.1")]
+    assert [p[3] for p in remeasured_points(dict(remeasured=[rec]))] == [
+        "random tokens, 300 / 50", "random tokens, 300 / 50: a = 10.5 ± 1.1"]
+    assert remeasured_fits(dict(remeasured=[dict(rec, slope=dict(slope=4.0, intercept=1.0))])) == [
+        (1, 3, 4.0, 1.0, "tokens", "300 / 50", "a = 4.0")]
+    fig, ax = plt.subplots()
+    art = plotting.plot_model_bounds(ax)
+    plotting.update_remeasured_fits(art, [f[:4] for f in remeasured_fits(b)])
+    (line,) = art["remeasured_fits"]
+    x, y = line.get_data()
+    assert (x[0], x[-1], len(x)) == (1, 3, 20) and y == pytest.approx(10.5 * x - 0.5)
+    assert "re-measured fit n50 = a·m + b" in [t.get_text() for t in ax.get_legend().get_texts()]
+    plotting.update_remeasured_fits(art, [])
+    assert art["remeasured_fits"] == [] and line not in ax.lines
+    assert "re-measured fit n50 = a·m + b" not in [t.get_text() for t in ax.get_legend().get_texts()]
+    plt.close(fig)
+    # the shipped SmolLM2 bundle: [A]'s 3000 / 500 on words (m = 1, 2) and on random tokens (m = 1..3)
+    app = PredictedApp(canvas="agg", model="smollm2-135m", published=False)
+    assert [(f[0], f[1], f[4], f[5]) for f in app.remeasured_fits] == [(1, 2, "glove100k", "3,000 / 500"),
+                                                                       (1, 3, "tokens", "3,000 / 500")]
+    assert len(app.art["remeasured_fits"]) == 2
+    rows = [r for r in app.data_rows() if r["panel"] == "re-measured slope"]
+    assert [(r["m_from"], r["m_to"], r["slope"], r["label"]) for r in rows] == [
+        (f[0], f[1], f[2], f[6]) for f in app.remeasured_fits]
+    app.model.value = embedded.DEFAULT
+    assert app.art["remeasured_fits"] == [] and app.remeasured_fits == []
+
+
 def test_remeasured_points_sit_beside_their_own_m():
     """Points of a re-measurement at two m: each m's points left of it, numbered at that m."""
     import matplotlib.pyplot as plt
