@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from matplotlib.text import Text
 from matplotlib.transforms import blended_transform_factory
 
 from accesslib.plots.style import (
@@ -309,7 +310,7 @@ def update_ladder(art, points, which: str = "ladder"):
     for x, (_, y, _, label) in zip(xs, points):
         art[f"{which}_texts"].append(art["ax"].annotate(
             label, (x, y), xytext=(4, LABEL_LIFT_PT), textcoords="offset points", fontsize=7,
-            va="bottom", color=color, zorder=6, bbox=LABEL_BOX))
+            va="bottom", color=color, zorder=6, bbox=LABEL_BOX, arrowprops=dict(LEADER, color=color)))
     art[f"{which}_points"] = list(points)
     _place_marker_labels(art)
     _model_legend(art)
@@ -337,6 +338,8 @@ def update_remeasured_fits(art, fits):
 LABEL_GAP_PT, LABEL_LIFT_PT = 9.0, 4.0
 #: a marker label's backing: readable where it crosses a bound line
 LABEL_BOX = dict(boxstyle="square,pad=0.05", fc="white", ec="none", alpha=0.75)
+#: the thin line from a marker label pushed away from its marker back to it (shown only then)
+LEADER = dict(arrowstyle="-", lw=0.5, alpha=0.6, shrinkA=0, shrinkB=3)
 
 
 def _place_marker_labels(art):
@@ -344,7 +347,8 @@ def _place_marker_labels(art):
     that none overlaps another: labels whose spans across the axis meet (those at one m, and a long
     one reaching the next m) are placed together, each just above its marker where there is room,
     else pushed up (or down, at the top) as little as its neighbours need, in the order of their
-    n50 (:func:`spread_positions`). For the axes as they are now: call it again when they change."""
+    n50 (:func:`spread_positions`); a label pushed off its marker by more than a label's gap gets
+    a thin leader line back to it. For the axes as they are now: call it again when they change."""
     ax = art["ax"]
     texts = art["ladder_texts"] + art["remeasured_texts"]
     height = ax.bbox.height * 72.0 / ax.figure.dpi   # the axes' height in points
@@ -363,6 +367,8 @@ def _place_marker_labels(art):
         pos = spread_positions([a + LABEL_LIFT_PT / height for a in at], LABEL_GAP_PT / height, high=0.97)
         for t, a, y in zip(group, at, pos):
             t.xyann = (t.xyann[0], float((y - a) * height))
+            if t.arrow_patch is not None:   # a leader back to the marker once pushed off it
+                t.arrow_patch.set_visible(abs(t.xyann[1] - LABEL_LIFT_PT) > LABEL_GAP_PT)
 
 
 def _label_span(ax, text) -> tuple[float, float]:
@@ -371,7 +377,8 @@ def _label_span(ax, text) -> tuple[float, float]:
     dpi = ax.figure.dpi
     x0 = ax.transData.transform(text.xy)[0] * 72.0 / dpi + text.xyann[0]
     try:
-        width = text.get_window_extent(ax.figure.canvas.get_renderer()).width * 72.0 / dpi
+        # the text's own box: an annotation's extent takes in its leader line too
+        width = Text.get_window_extent(text, ax.figure.canvas.get_renderer()).width * 72.0 / dpi
     except Exception:   # a canvas without a renderer
         width = 0.6 * text.get_fontsize() * len(text.get_text())
     return x0, x0 + width

@@ -481,6 +481,7 @@ def test_a_remeasured_slope_is_drawn_over_its_m_and_named_at_its_last_point():
 def test_remeasured_points_sit_beside_their_own_m():
     """Points of a re-measurement at two m: each m's points left of it, numbered at that m."""
     import matplotlib.pyplot as plt
+    from matplotlib.text import Text
 
     from accesslib import plots
 
@@ -504,7 +505,7 @@ def test_remeasured_points_sit_beside_their_own_m():
         for t, p in zip(texts, art["ladder_points"] + art["remeasured_points"]):
             at = ax.transAxes.inverted().transform(ax.transData.transform(t.xy))[1] * height
             rows.append((p[1], at, at + t.xyann[1]))
-        return rows, [t.get_window_extent() for t in texts]
+        return rows, [Text.get_window_extent(t) for t in texts]   # the labels' own boxes
 
     for log in (False, True):   # a linear axis up to the ball bound puts n50 8 to 12 at one height
         plots.bounds.update_model_bounds(art, {"ball": 40.0}, [1, 2], [9.0, 20.0], [0.5, 1.0], log=log)
@@ -533,6 +534,7 @@ def test_marker_labels_never_overlap_across_neighbouring_m():
     placed together, so no two drawn labels overlap (on a linear axis up to the ball bound, where
     n50 near one another sit at one height, and on a log axis)."""
     import matplotlib.pyplot as plt
+    from matplotlib.text import Text
 
     from accesslib import plots
 
@@ -545,8 +547,13 @@ def test_marker_labels_never_overlap_across_neighbouring_m():
         plots.bounds.update_ladder(art, [(2, 41.0, 1.0, "random tokens, 3,000 / 500"),
                                          (2, 60.0, 1.0, "[A]'s words, 9,000 / 1,500")], "remeasured")
         fig.canvas.draw()
-        boxes = [t.get_window_extent() for t in art["ladder_texts"] + art["remeasured_texts"]]
+        # the labels' own boxes (an annotation's extent takes in its leader line too)
+        boxes = [Text.get_window_extent(t) for t in art["ladder_texts"] + art["remeasured_texts"]]
         assert not [(i, j) for i in range(4) for j in range(i) if boxes[i].overlaps(boxes[j])], log
+        # a label pushed off its marker has a leader line back to it; one just above its marker has none
+        texts = art["ladder_texts"] + art["remeasured_texts"]
+        pushed = [abs(t.xyann[1] - plots.bounds.LABEL_LIFT_PT) > plots.bounds.LABEL_GAP_PT for t in texts]
+        assert [t.arrow_patch.get_visible() for t in texts] == pushed and any(pushed) and not all(pushed), log
     plt.close(fig)
 
 
