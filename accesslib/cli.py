@@ -784,6 +784,20 @@ def _rung_n50(rung) -> str:
 LADDER_OPEN = 3
 
 
+def slope_range_text(rg: dict | None) -> str:
+    """Where a slope with strings open can still end (``bundling.open_slope_range``), as `store
+    ladder` appends it: "; a = 16.95 or more however the open strings end", "" where nothing is
+    known."""
+    lo, hi = (rg or {}).get("low"), (rg or {}).get("high")
+    if lo is None and hi is None:
+        return ""
+    if hi is None:
+        return f"; a = {lo:.2f} or more however the open strings end"
+    if lo is None:
+        return f"; a = {hi:.2f} or less however the open strings end"
+    return f"; a between {lo:.2f} and {hi:.2f} however the open strings end"
+
+
 def _run_store_ladder(args) -> int:
     from accesslib.experiments.bundling import ladder_slopes, live_ladder
     from accesslib.plots.cramming import rung_label
@@ -847,7 +861,7 @@ def _run_store_ladder(args) -> int:
         for e in run["budgets"]:
             budget = f"  {e['max_steps']:,} / {e['patience']:,}:"
             if e["slope"] is None:
-                print(f"{budget} not yet ({e['why']})")
+                print(f"{budget} not yet ({e['why']}){slope_range_text(e.get('slope_range'))}")
                 continue
             se = "" if e["slope_stderr"] is None else f" +- {e['slope_stderr']:.1f}"
             r2 = "" if e["r2"] is None else f", R^2 {e['r2']:.3f}"

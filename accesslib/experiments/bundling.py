@@ -698,7 +698,9 @@ def ladder_slopes(curves) -> list[dict]:
     ``intercept`` (the unweighted fit, as a bundle's slope is), ``slope_stderr``
     (:func:`accesslib.theory.stats.propagated_slope_stderr`: that fit's stderr from the n50
     stderrs; ``fit_slope``'s residual one is undefined with two m), ``r2`` (None with two m), or
-    ``slope`` None and ``why``: the m whose rung still has strings open, or has no n50 located."""
+    ``slope`` None, ``why``: the m whose rung still has strings open, or has no n50 located, and
+    ``slope_range``: where the slope can still end however the open strings end
+    (:func:`open_slope_range`; None where that cannot be told)."""
     from accesslib.theory.stats import fit_slope, propagated_slope_stderr
 
     runs: dict[tuple, list[dict]] = {}
@@ -723,6 +725,7 @@ def ladder_slopes(curves) -> list[dict]:
             whys = [f"{what} at m = {', '.join(map(str, at))}" for what, at in whys if at]
             if whys:
                 entry["why"] = "; ".join(whys)
+                entry["slope_range"] = open_slope_range(ms, rungs)
             else:
                 fit = fit_slope(ms, [r["n50"] for r in rungs])
                 entry.update(slope=fit.slope, intercept=fit.intercept, r2=finite_or_none(fit.r2) if len(ms) > 2 else None,
@@ -730,6 +733,38 @@ def ladder_slopes(curves) -> list[dict]:
             budgets.append(entry)
         out.append(dict(model=model, source=source, protocol_hash=ph, ms=[c["m"] for c in group], budgets=budgets))
     return out
+
+
+def open_slope_range(ms, rungs) -> dict | None:
+    """Where the unweighted least-squares slope over ``ms`` can still end while some of its
+    ``rungs`` have strings open: the slope is sum c_i n50_i with c_i = (m_i - mean m) / sum (m_j -
+    mean m)^2, and each open rung's n50 lies in its ``n50_range`` (:func:`open_n50_range`; the
+    rungs are of other strings, so their ranges combine freely). ``{low, high}``, each None where
+    an open rung's n50 can go past its lengths on that side (``above`` / ``below`` ways); counted
+    over the ways that locate n50. None where a rung is neither decided with an n50 nor open with a
+    range (too many ways, crammed strings without a history, or no way located)."""
+    if len(set(ms)) < 2:
+        return None
+    mean = sum(ms) / len(ms)
+    c = [(m - mean) / sum((x - mean) ** 2 for x in ms) for m in ms]
+    low = high = 0.0
+    for ci, r in zip(c, rungs):
+        rg = r.get("n50_range")
+        if not any(r.get("open") or []):
+            if r.get("n50") is None:
+                return None
+            low, high = low + ci * r["n50"], high + ci * r["n50"]
+            continue
+        if r.get("unknown") or not rg or rg.get("low") is None:
+            return None
+        if ci == 0:   # the middle m of an odd count does not move the slope
+            continue
+        least = None if rg.get("below") else rg["low"]     # the n50 its open strings can end at, at least
+        most = None if rg.get("above") else rg["high"]     # and at most
+        lo_term, hi_term = (least, most) if ci >= 0 else (most, least)
+        low = None if low is None or lo_term is None else low + ci * lo_term
+        high = None if high is None or hi_term is None else high + ci * hi_term
+    return dict(low=finite_or_none(low), high=finite_or_none(high))
 
 
 def read_budget_bundle(store, model: str, max_steps: int, patience: int, *, source: str | None = None,

@@ -708,6 +708,9 @@ def test_a_live_ladder_names_a_curve_none_of_whose_strings_has_finished(tmp_path
     assert out[-3] == f"slope n50 = a*m + b over m = 1, 2: {one['model']}, natural, protocol {one['protocol_hash']}"
     assert out[-2].startswith("  4 / 2: not yet (") and "no n50 located at m = " in out[-2]
     assert out[-1].startswith("  60 / 30: not yet (strings still open at m = 2")
+    # where its slope can end cannot be told there (m = 1 has no n50 at 60 / 30 yet): nothing more is said
+    assert bundling.ladder_slopes(bundling.live_ladder(store, [(4, 2)])["curves"])[0]["budgets"][-1]["slope_range"] is None
+    assert out[-1].endswith(")")
 
 
 def test_row_filters_apply_to_kept_strings_as_to_their_rows(tmp_path):
@@ -795,6 +798,42 @@ def test_ladder_slopes_fit_each_budget_read_at_every_m():
     draws = [stats.fit_slope([1, 2, 4], [10 + rng.normal(0, se) for se in (0.5, 1.0, 3.0)]).slope
              for _ in range(4000)]
     assert __import__("numpy").std(draws) == pytest.approx(want, rel=0.05)
+
+
+def test_a_slope_with_strings_open_says_where_it_can_still_end(tmp_path, capsys):
+    """While an m has strings open, the slope lies between the fits its n50 range allows: with m =
+    1, 2, 3 the slope is (n50_3 - n50_1) / 2, so an open m = 3 that ends at 54 or more (SmolLM2's
+    words under [A]'s 3000 / 500, 6 December) gives a of (54 - 20.1) / 2 or more; an m whose n50 can
+    pass its longest length leaves the slope unbounded on that side; the middle m moves it not."""
+    def rung(n50, se=1.0, rg=None):
+        return dict(max_steps=3000, patience=500, n50=n50, stderr=se, open=[0, 2] if rg else [0, 0], unknown=0,
+                    **({"n50_range": rg} if rg else {}))
+
+    def rg(low, high, above=0, below=0):
+        return dict(low=low, high=high, above=above, below=below, unlocated=0, ways=9, located=[])
+
+    open_3 = [rung(20.1), rung(42.9), rung(None, None, rg(54.0, 107.4, above=3))]
+    assert bundling.open_slope_range([1, 2, 3], open_3) == dict(low=pytest.approx((54.0 - 20.1) / 2), high=None)
+    closed_3 = open_3[:2] + [rung(None, None, rg(54.0, 80.0))]
+    assert bundling.open_slope_range([1, 2, 3], closed_3) == dict(low=pytest.approx(16.95), high=pytest.approx(29.95))
+    # an open first m bounds it the other way round; the middle m's range does not count
+    open_1 = [rung(None, None, rg(10.0, 14.0)), rung(None, None, rg(1.0, 900.0, above=1, below=1)), rung(40.0)]
+    assert bundling.open_slope_range([1, 2, 3], open_1) == dict(low=pytest.approx(13.0), high=pytest.approx(15.0))
+    # nothing to tell: an open m without a range, strings without a history, a decided m without n50
+    assert bundling.open_slope_range([1, 2], [rung(10.0), dict(rung(None), open=[1, 0])]) is None
+    assert bundling.open_slope_range([1, 2], [rung(10.0), dict(rung(None, None, rg(20, 30)), unknown=1)]) is None
+    assert bundling.open_slope_range([1, 2], [rung(None), rung(None, None, rg(20, 30))]) is None
+    # ladder_slopes carries it, and `store ladder` prints it
+    curves = [dict(model="x", m=m, source="glove100k", protocol_hash="p", rungs=[r]) for m, r in zip((1, 2, 3), open_3)]
+    (run,) = bundling.ladder_slopes(curves)
+    (entry,) = run["budgets"]
+    assert entry["slope"] is None and entry["slope_range"] == dict(low=pytest.approx(16.95), high=None)
+    from accesslib.cli import slope_range_text
+
+    assert slope_range_text(entry["slope_range"]) == "; a = 16.95 or more however the open strings end"
+    assert slope_range_text(dict(low=16.95, high=29.95)) == "; a between 16.95 and 29.95 however the open strings end"
+    assert slope_range_text(dict(low=None, high=15.0)) == "; a = 15.00 or less however the open strings end"
+    assert slope_range_text(None) == slope_range_text(dict(low=None, high=None)) == ""
 
 
 def test_a_smaller_patience_read_from_a_real_run_is_the_run_with_that_patience(tmp_path):
