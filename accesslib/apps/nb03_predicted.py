@@ -121,10 +121,14 @@ def remeasured_points(bundle) -> list[tuple]:
     budgets with the same n50 and stderr at one m share one marker ("random tokens, 3,000 / 500 =
     9,000 / 500"). A replicate with another seed keeps markers of its own."""
     by_strings = {}   # (source, seed) -> [(m, rung, budget words)], first seen first
+    slopes = {}       # (source, seed, largest m, budget words) -> the slope's words
     for rec in bundle.get("remeasured") or []:
-        by_strings.setdefault((rec.get("source"), rec.get("seed")), []).extend(bundles.remeasure_rungs(rec))
+        key = (rec.get("source"), rec.get("seed"))
+        by_strings.setdefault(key, []).extend(bundles.remeasure_rungs(rec))
+        if (fit := _remeasured_fit(rec)) is not None:
+            slopes[(*key, fit[1], fit[5])] = fit[6]
     out = []
-    for (source, _seed), rungs in by_strings.items():
+    for (source, seed), rungs in by_strings.items():
         short = SHORT_TARGETS.get(source, str(source))
         rungs = sorted(rungs, key=lambda t: (t[0], t[1].get("max_steps") or 0, t[1].get("patience") or 0))
         groups = []   # [m, rung, [budget words]]: a larger budget that gave the same n50 joins the last
@@ -134,9 +138,9 @@ def remeasured_points(bundle) -> list[tuple]:
                     groups[-1][2].append(words)
             else:
                 groups.append([m, r, [words]])
-        slopes = {(hi, budget): text for _, hi, _, _, src, budget, text in remeasured_fits(bundle) if src == source}
         points = [_rung_point(m, r, f"{short}, {' = '.join(words)}"
-                              + "".join(f": {slopes[m, w]}" for w in words if (m, w) in slopes))
+                              + "".join(f": {slopes[source, seed, m, w]}" for w in words
+                                        if (source, seed, m, w) in slopes))
                   for m, r, words in groups]
         out += [p for p in points if p is not None]
     return out
@@ -146,17 +150,19 @@ def remeasured_fits(bundle) -> list[tuple]:
     """The slope of each re-measurement of the model over two m or more (the bundle's
     ``remeasured`` with a ``slope``) as (m_lo, m_hi, a, b, source, budget words, slope words): the
     line n50 = a·m + b over the m it was fitted on, and what names it ("a = 11.4 ± 1.4")."""
-    out = []
-    for rec in bundle.get("remeasured") or []:
-        sl = rec.get("slope") or {}
-        ms = [c["m"] for c in rec.get("curves") or [] if c.get("n50") is not None]
-        if sl.get("slope") is None or len(set(ms)) < 2:
-            continue
-        settings, se = rec.get("settings") or {}, sl.get("slope_stderr")
-        out.append((min(ms), max(ms), float(sl["slope"]), float(sl.get("intercept") or 0.0), rec.get("source"),
-                    bundles.budget_words(settings.get("max_steps"), settings.get("patience")),
-                    f"a = {sl['slope']:.1f}" + ("" if se is None else f" ± {se:.1f}")))
-    return out
+    return [fit for rec in bundle.get("remeasured") or [] if (fit := _remeasured_fit(rec)) is not None]
+
+
+def _remeasured_fit(rec) -> tuple | None:
+    """One re-measurement's slope as :func:`remeasured_fits` gives it; None without one over two m."""
+    sl = rec.get("slope") or {}
+    ms = [c["m"] for c in rec.get("curves") or [] if c.get("n50") is not None]
+    if sl.get("slope") is None or len(set(ms)) < 2:
+        return None
+    settings, se = rec.get("settings") or {}, sl.get("slope_stderr")
+    return (min(ms), max(ms), float(sl["slope"]), float(sl.get("intercept") or 0.0), rec.get("source"),
+            bundles.budget_words(settings.get("max_steps"), settings.get("patience")),
+            f"a = {sl['slope']:.1f}" + ("" if se is None else f" ± {se:.1f}"))
 
 
 def _same_n50(a: dict, b: dict) -> bool:
@@ -421,7 +427,7 @@ class PredictedApp(App):
         bundle's n50 by step budget (its budget ladder: the hollow markers); then the ball bound of
         each of [A]'s models on the right panel at the same ε/r; the model's n50 re-measured by
         other runs (the hollow squares, :func:`remeasured_points`) and the slope of each that has
-        one (the dotted lines, :func:`remeasured_fits`)."""
+        one (the dashed lines, :func:`remeasured_fits`)."""
         v, model = self.values, self.bundle["model"]
         meas = v["measured"]
         rows = [dict(panel="measured n50", model=model, m=m, n50=y, n50_stderr=e)

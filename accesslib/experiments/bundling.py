@@ -742,13 +742,14 @@ def open_slope_range(ms, rungs) -> dict | None:
     rungs are of other strings, so their ranges combine freely). ``{low, high}``, each None where
     an open rung's n50 can go past its lengths on that side (``above`` / ``below`` ways); counted
     over the ways that locate n50. None where a rung is neither decided with an n50 nor open with a
-    range (too many ways, crammed strings without a history, or no way located)."""
+    range (too many ways, crammed strings without a history, or no way located). The c_i are
+    :func:`accesslib.theory.stats.slope_coefficients`."""
+    from accesslib.theory.stats import slope_coefficients
+
     if len(set(ms)) < 2:
         return None
-    mean = sum(ms) / len(ms)
-    c = [(m - mean) / sum((x - mean) ** 2 for x in ms) for m in ms]
     low = high = 0.0
-    for ci, r in zip(c, rungs):
+    for ci, r in zip(slope_coefficients(ms).tolist(), rungs):
         rg = r.get("n50_range")
         if not any(r.get("open") or []):
             if r.get("n50") is None:

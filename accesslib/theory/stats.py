@@ -271,7 +271,12 @@ def fit_slope(ms: Sequence[float], n50s: Sequence[float], stderrs: Sequence[floa
     return SlopeFit(float(beta[0]), float(beta[1]), r2, se_a, se_b, int(m.size))
 
 
-
+def slope_coefficients(ms: Sequence[float]) -> np.ndarray:
+    """The weights c_i of the unweighted least-squares slope of y = a*m + b, a = sum c_i y_i:
+    c_i = (m_i - mean m) / sum (m_j - mean m)^2 (the middle m of an odd, evenly spaced count gets
+    0). The caller checks that there are two distinct m."""
+    m = np.asarray(ms, dtype=float).ravel()
+    return (m - m.mean()) / np.sum((m - m.mean()) ** 2)
 
 
 def propagated_slope_stderr(ms: Sequence[float], stderrs: Sequence[float]) -> float:
@@ -286,7 +291,7 @@ def propagated_slope_stderr(ms: Sequence[float], stderrs: Sequence[float]) -> fl
         raise ValueError(f"ms and stderrs must have the same length, got {m.size} and {se.size}")
     if not (np.all(np.isfinite(m)) and np.all(np.isfinite(se))) or np.unique(m).size < 2:
         return float("nan")
-    c = (m - m.mean()) / np.sum((m - m.mean()) ** 2)
+    c = slope_coefficients(m)
     return float(np.sqrt(np.sum(c ** 2 * se ** 2)))
 
 

@@ -453,6 +453,10 @@ def test_a_remeasured_slope_is_drawn_over_its_m_and_named_at_its_last_point():
     assert remeasured_fits(b) == [(1, 3, 10.5, -0.5, "tokens", "300 / 50", "a = 10.5 ± 1.1")]
     assert [p[3] for p in remeasured_points(dict(remeasured=[rec]))] == [
         "random tokens, 300 / 50", "random tokens, 300 / 50: a = 10.5 ± 1.1"]
+    # a replicate with another seed and no slope of its own keeps its labels bare
+    assert [p[3] for p in remeasured_points(dict(remeasured=[rec, bare]))] == [
+        "random tokens, 300 / 50", "random tokens, 300 / 50: a = 10.5 ± 1.1",
+        "random tokens, 300 / 50", "random tokens, 300 / 50"]
     assert remeasured_fits(dict(remeasured=[dict(rec, slope=dict(slope=4.0, intercept=1.0))])) == [
         (1, 3, 4.0, 1.0, "tokens", "300 / 50", "a = 4.0")]
     fig, ax = plt.subplots()
