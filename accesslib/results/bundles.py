@@ -209,7 +209,8 @@ def remeasure_record(run: dict, origin: str) -> dict:
 def add_remeasure(bundle: dict, run: dict, origin: str) -> dict:
     """``bundle`` with ``run`` (a bundle of the same model) among its re-measurements, in place of
     an earlier record of the same run (source, protocol settings, seed and strings per length: a
-    run that went on); returns the record."""
+    run that went on), at that record's place, so the order of the markers, lines and tables stays;
+    returns the record."""
     if run.get("model") != bundle.get("model"):
         raise ValueError(f"the re-measurement is of model {run.get('model')!r}, the bundle of {bundle.get('model')!r}")
     rec = remeasure_record(run, origin)
@@ -217,8 +218,9 @@ def add_remeasure(bundle: dict, run: dict, origin: str) -> dict:
     def same(r):
         return all(r.get(k) == rec.get(k) for k in ("source", "protocol", "settings", "seed", "samples"))
 
-    kept = [r for r in bundle.get("remeasured") or [] if not same(r)]
-    bundle["remeasured"] = kept + [rec]
+    records = list(bundle.get("remeasured") or [])
+    at = next((i for i, r in enumerate(records) if same(r)), len(records))
+    bundle["remeasured"] = records[:at] + [rec] + [r for r in records[at:] if not same(r)]
     return rec
 
 

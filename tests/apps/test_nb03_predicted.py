@@ -398,6 +398,8 @@ def test_remeasured_points_and_records():
     assert len(b["remeasured"]) == 1 and len(b["remeasured"][0]["curves"]) == 1
     bundles.add_remeasure(b, dict(run, source="glove100k"), "runs/y")
     assert [r["source"] for r in b["remeasured"]] == ["tokens", "glove100k"]
+    bundles.add_remeasure(b, run, "runs/x")                                          # gone on again: keeps its place
+    assert [r["source"] for r in b["remeasured"]] == ["tokens", "glove100k"] and len(b["remeasured"][0]["curves"]) == 3
     with pytest.raises(ValueError, match="re-measurement is of model 'y', the bundle of 'x'"):
         bundles.add_remeasure(b, dict(run, model="y"), "runs/z")
     with pytest.raises(ValueError, match="must be a cramming bundle with curves"):
@@ -470,9 +472,9 @@ def test_a_remeasured_slope_is_drawn_over_its_m_and_named_at_its_last_point():
     assert art["remeasured_fits"] == [] and line not in ax.lines
     assert "re-measured fit n50 = a·m + b" not in [t.get_text() for t in ax.get_legend().get_texts()]
     plt.close(fig)
-    # the shipped SmolLM2 bundle: [A]'s 3000 / 500 on words (m = 1, 2) and on random tokens (m = 1..3)
+    # the shipped SmolLM2 bundle: [A]'s 3000 / 500 on words and on random tokens, both over m = 1..3
     app = PredictedApp(canvas="agg", model="smollm2-135m", published=False)
-    assert [(f[0], f[1], f[4], f[5]) for f in app.remeasured_fits] == [(1, 2, "glove100k", "3,000 / 500"),
+    assert [(f[0], f[1], f[4], f[5]) for f in app.remeasured_fits] == [(1, 3, "glove100k", "3,000 / 500"),
                                                                        (1, 3, "tokens", "3,000 / 500")]
     assert len(app.art["remeasured_fits"]) == 2
     rows = [r for r in app.data_rows() if r["panel"] == "re-measured slope"]

@@ -214,12 +214,12 @@ def test_real_runs_read_at_the_published_budget_agree_with_their_ladders(tmp_pat
         assert b["budget_check"]["ms"]["1"]["moved"] is True and bundles.budget_status(b)[0] == "budget-limited"
         assert b["budget_check"]["ms"]["1"]["successes_3x"] == next(
             x for x in rec["curves"] if x["m"] == 1)["successes"]
-        # and at every m it ships (tokens: m = 1..3, words: m = 1, 2) it is the shipped record read from that
+        # and at every m it ships (m = 1..3 for both) it is the shipped record read from that
         # run (its curves and slope; the check against the run's own budget moves on with the run, the
         # 3000 / 500 rung does not)
         read = next(r for r in shipped["remeasured"] if r.get("read_from") and r["source"] == source)
         ms = [c["m"] for c in read["curves"]]
-        assert ms == {"glove100k": [1, 2], "tokens": [1, 2, 3]}[source]
+        assert ms == [1, 2, 3]
         both = bundling.read_budget_bundle(tmp_path / f"{name}.sqlite", "smollm2-135m", 3000, 500, ms=ms,
                                            facts=shipped["facts"])
         key = ("m", "lengths", "successes", "totals")
