@@ -278,8 +278,9 @@ class PredictedApp(App):
     figsize = (10.4, 4.3)
     export_name = "nb03-predicted"
     #: the two panels' positions [left, bottom, width, height], with and without [A]'s panel
-    POS_BOTH = ([0.06, 0.12, 0.52, 0.8], [0.68, 0.12, 0.3, 0.8])
-    POS_ALONE = [0.06, 0.12, 0.92, 0.8]
+    # left margin: a four-digit tick label and the axis label (n up to a few thousand) stay inside
+    POS_BOTH = ([0.072, 0.12, 0.508, 0.8], [0.68, 0.12, 0.3, 0.8])
+    POS_ALONE = [0.072, 0.12, 0.908, 0.8]
 
     def __init__(self, *, model=None, canvas="auto", published=True):
         super().__init__(canvas=canvas)

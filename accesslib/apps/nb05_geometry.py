@@ -417,7 +417,8 @@ class ModelGeometryApp(App):
         ax1 = self.fig.add_subplot(1, 3, 1)
         ax3 = self.fig.add_subplot(1, 3, 2)
         ax2 = self.fig.add_subplot(1, 3, 3)
-        self.fig.subplots_adjust(left=0.06, right=0.99, top=0.9, bottom=0.17, wspace=0.32)
+        # laid out at each draw: tick labels as wide as a large vocabulary's counts stay inside
+        self.fig.set_layout_engine("constrained", w_pad=0.04, wspace=0.04)
         self.hist = gp.plot_share_histogram(ax1)
         self.conv = gp.plot_convergence(ax3)
         self.bars = gp.plot_slope_bars(ax2, SLOPE_ORDER, hatched=(MEASURED_EPS,))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import texts_inside
 
 torch = pytest.importorskip("torch")
 
@@ -30,20 +31,6 @@ def says(text: str, *phrases):
         assert p in text, f"the notebook no longer says {p!r}"
 
 
-def texts_inside(fig):
-    """Everything drawn of ``fig`` lies inside it: each axes with its labels, tick labels, title
-    and legend (matplotlib's tight bounding box, which counts only what is drawn), and the
-    figure's own texts. Nothing is cut at the edges (the loss label of 02 was)."""
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
-    box = fig.bbox
-    parts = [(f"axes {ax.get_title()!r}", ax.get_tightbbox(renderer)) for ax in fig.axes if ax.get_visible()]
-    parts += [(repr(t.get_text()), t.get_window_extent(renderer)) for t in fig.texts
-              if t.get_visible() and t.get_text().strip()]
-    for name, ext in parts:
-        assert (ext.x0 >= box.x0 - 1 and ext.x1 <= box.x1 + 1 and ext.y0 >= box.y0 - 1
-                and ext.y1 <= box.y1 + 1), f"{name} is cut at the figure's edge: {ext.bounds} vs {box.bounds}"
-    return len(parts)
 
 
 # =============================================================================================
