@@ -23,7 +23,9 @@ passes through :meth:`App.check_inputs` first: each input listed for the app in
 ``PUBLIC_CAPS`` is read from its widget as it is (whatever a browser sent) and one outside its
 cap is a message, with nothing computed. Messages speak the reader's language
 (:func:`error_message`), dates too (:func:`human_date`), and :data:`PAGE_CSS` keeps labels
-and buttons whole at laptop width.
+and buttons whole at laptop width. A value set from Python goes through :func:`set_exact`,
+and is read back with :func:`exact_value`: the browser snaps it to the slider's steps and
+sends that back, which is not a move.
 """
 from __future__ import annotations
 
@@ -164,6 +166,37 @@ def human_date(value, *, time: bool = False) -> str:
     if not time or not isinstance(value, dt.datetime):
         return day
     return f"{day}, {value:%H:%M}" + (" UTC" if value.tzinfo is not None else "")
+
+
+def set_exact(slider, value):
+    """Set a slider and remember the exact value.
+
+    The browser snaps a value set from Python to the slider's step grid (``min + k*step``, or
+    ``base**(min + k*step)`` on a log slider) and sends the snapped value back; :func:`exact_value`
+    then still returns the value we set (e.g. |V| = 50304, not 10**4.70 = 50119; a row's norm
+    0.9055, not 0.91), until the user really moves the slider.
+    """
+    slider._accesslib_exact = float(value)
+    slider.value = value
+
+
+def is_echo(slider, value):
+    """True when ``value`` is within half a step of the value :func:`set_exact` set (in log units
+    on a log slider): the browser's snapped echo, not a move."""
+    exact = getattr(slider, "_accesslib_exact", None)
+    if exact is None:
+        return False
+    if isinstance(slider, W.FloatLogSlider):
+        if value <= 0 or exact <= 0:
+            return False
+        return abs(math.log(value, slider.base) - math.log(exact, slider.base)) <= slider.step / 2 + 1e-9
+    return abs(float(value) - exact) <= slider.step / 2 + 1e-9
+
+
+def exact_value(slider):
+    """The slider's value, or the exact value set by :func:`set_exact` when it is only its echo."""
+    v = slider.value
+    return slider._accesslib_exact if is_echo(slider, v) else v
 
 
 def ipympl_active():

@@ -5,7 +5,7 @@ import math
 
 import ipywidgets as W
 
-from accesslib.apps.base import App
+from accesslib.apps.base import App, exact_value, is_echo, set_exact
 from accesslib.plots import bounds as plotting
 from accesslib.plots.style import animated
 from accesslib.results import reference
@@ -26,31 +26,6 @@ DTYPE_TOOLTIPS = ["ε = r·2⁻¹¹, half-precision (fp16) rounding: the choice 
 NO_PRESET = "custom"
 DEFAULT_PRESET = "EleutherAI/pythia-160m"
 VOCAB_MAX = 1_000_000
-
-
-def set_exact(log_slider, value):
-    """Set a log slider and remember the exact value.
-
-    The browser snaps a value set from Python to the slider's step grid (10**(k*step)) and
-    sends the snapped value back; :func:`exact_value` then still returns the value we set (e.g.
-    |V| = 50304, not 10**4.70 = 50119), until the user really moves the slider.
-    """
-    log_slider._accesslib_exact = float(value)
-    log_slider.value = value
-
-
-def is_echo(log_slider, value):
-    """True when ``value`` is within half a step (in log units) of the value :func:`set_exact` set."""
-    exact = getattr(log_slider, "_accesslib_exact", None)
-    if exact is None or value <= 0 or exact <= 0:
-        return False
-    return abs(math.log(value, log_slider.base) - math.log(exact, log_slider.base)) <= log_slider.step / 2 + 1e-9
-
-
-def exact_value(log_slider):
-    """The slider's value, or the exact value set by :func:`set_exact` when it is only its echo."""
-    v = log_slider.value
-    return log_slider._accesslib_exact if is_echo(log_slider, v) else v
 
 
 def _short(name):

@@ -16,8 +16,7 @@ import time
 
 import ipywidgets as W
 
-from accesslib.apps.base import App, BackgroundRun, human_date
-from accesslib.apps.nb01_bounds import exact_value, set_exact
+from accesslib.apps.base import App, BackgroundRun, exact_value, human_date, set_exact
 from accesslib.apps.nb02_cramming import curve_from_counts, curve_rows
 from accesslib.apps.nb05_geometry import bundle_measured_eps, measured_eps_html
 from accesslib.apps.policy import app_policy

@@ -14,7 +14,7 @@ import math
 import ipywidgets as W
 import numpy as np
 
-from accesslib.apps.base import App, BackgroundRun, human_date
+from accesslib.apps.base import App, BackgroundRun, exact_value, human_date, set_exact
 from accesslib.plots import geometry as gp
 from accesslib.plots.style import UI_COLORS
 
@@ -74,6 +74,7 @@ class GeometryApp(App):
         self.eps = W.FloatLogSlider(value=eps, base=10, min=-2, max=0, step=0.05,
                                     description="ε (grid)", readout_format=".3g", style=_DESC,
                                     layout=lay)
+        set_exact(self.eps, eps)
         self.equal = W.Button(description="equal norms, no bias", layout=W.Layout(width="200px"))
         self.controls.children = [W.HBox([W.VBox([self.token, self.angle, self.norm]),
                                           W.VBox([self.b, self.eps, self.equal])])]
@@ -102,9 +103,10 @@ class GeometryApp(App):
         x, y = self.rows[t]
         self._syncing = True
         try:
-            self.angle.value = round(math.degrees(math.atan2(y, x)))
-            self.norm.value = min(self.norm.max, float(np.hypot(x, y)))
-            self.b.value = float(self.bias[t])
+            # exact values: the browser's snapped echo (0.91 for a norm of 0.9055) is no move
+            set_exact(self.angle, math.degrees(math.atan2(y, x)))
+            set_exact(self.norm, min(self.norm.max, float(np.hypot(x, y))))
+            set_exact(self.b, float(self.bias[t]))
         finally:
             self._syncing = False
 
@@ -112,11 +114,16 @@ class GeometryApp(App):
         if self._syncing:
             return
         t = self.token.value
+        # each slider's exact value where it only echoes one we set (the browser snapping 0.9055 to
+        # 0.91), so an echo leaves the row as it was and a move changes only what was moved
         if change is not None and change.get("owner") is self.b:   # the bias alone: the row stays as it is
-            self.bias[t] = self.b.value
-        else:   # the row from the sliders (angle in whole degrees)
-            a = math.radians(self.angle.value)
-            self.rows[t] = self.norm.value * np.array([math.cos(a), math.sin(a)])
+            bias, row = float(exact_value(self.b)), self.rows[t]
+        else:
+            a = math.radians(exact_value(self.angle))
+            bias, row = self.bias[t], exact_value(self.norm) * np.array([math.cos(a), math.sin(a)])
+        if bias == self.bias[t] and np.allclose(row, self.rows[t], rtol=0, atol=1e-12):
+            return
+        self.bias[t], self.rows[t] = bias, row
         self.refresh()
 
     def set_row(self, t, x, y, bias=None):
@@ -160,7 +167,7 @@ class GeometryApp(App):
 
     # -- update -----------------------------------------------------------------------------
     def update(self):
-        eps = float(self.eps.value)
+        eps = float(exact_value(self.eps))
         if not eps > 0:
             raise ValueError(f"ε must be > 0; got {eps}")
         t = self.token.value
@@ -196,7 +203,7 @@ class GeometryApp(App):
         rows = [dict(panel="token", token=t, x=float(x), y=float(y), norm=float(np.hypot(x, y)),
                      bias=float(self.bias[t]), argmax_share=float(sh["argmax"][t]),
                      voronoi_share=float(sh["voronoi"][t])) for t, (x, y) in enumerate(self.rows)]
-        rows.append(dict(panel="summary", eps=float(self.eps.value), **self.values))
+        rows.append(dict(panel="summary", eps=float(exact_value(self.eps)), **self.values))
         return rows
 
 
