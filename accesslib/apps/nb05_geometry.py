@@ -65,7 +65,7 @@ class GeometryApp(App):
         n = len(self.rows)
         self.token = W.Dropdown(options=[(f"token {t}", t) for t in range(n)], value=0,
                                 description="selected token", style=_DESC, layout=lay)
-        self.angle = W.FloatSlider(min=-180, max=180, step=1, description="angle (deg)",
+        self.angle = W.FloatSlider(min=-180, max=180, step=1, description="angle (deg)", readout_format=".0f",
                                    style=_DESC, layout=lay)
         self.norm = W.FloatSlider(min=0.0, max=1.5, step=0.01, description="norm |w|",
                                   style=_DESC, layout=lay)
