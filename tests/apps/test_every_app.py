@@ -4,6 +4,7 @@
   large model's numbers ("60000" tokens of Gemma's vocabulary in 05's histogram, "2000" tokens on
   03's linear axis) pushed the axis label out of the figure, where the page cut it. Checked with
   :func:`conftest.texts_inside` after each option of each dropdown (and both axes of 03).
+- **No two texts of an axes overlap** in any of those states (marker labels, line names, notes).
 - **A slider's echo is no move.** The browser snaps a value set from Python to the slider's step
   grid and sends the snapped value back. That must change nothing the page shows: 05 took the
   echo of a row's norm (0.9055 shown as 0.91) as a move, so selecting a token moved its row and
@@ -38,6 +39,30 @@ def shown(app):
     return app.readout.value, {k: v for k, v in values.items() if isinstance(v, (int, float))}
 
 
+def overlapping_texts(fig) -> list[tuple[str, str]]:
+    """Pairs of texts drawn on one axes whose own boxes overlap (an annotation's box without its
+    leader line)."""
+    from matplotlib.text import Text
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    pairs = []
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        drawn = [(t.get_text(), Text.get_window_extent(t, renderer)) for t in ax.texts
+                 if t.get_visible() and t.get_text().strip()]
+        pairs += [(a, b) for i, (a, ea) in enumerate(drawn) for b, eb in drawn[:i]
+                  if min(ea.x1, eb.x1) - max(ea.x0, eb.x0) > 1 and min(ea.y1, eb.y1) - max(ea.y0, eb.y0) > 1]
+    return pairs
+
+
+def check_figure(fig) -> int:
+    """Every text inside the figure and no two texts of an axes over one another."""
+    assert overlapping_texts(fig) == []
+    return texts_inside(fig)
+
+
 def dropdowns(app):
     import ipywidgets as W
     return [(name, w) for name, w in vars(app).items() if isinstance(w, W.Dropdown) and not w.disabled]
@@ -46,15 +71,15 @@ def dropdowns(app):
 @pytest.mark.parametrize("module,name", APPS, ids=[n for _, n in APPS])
 def test_every_choice_keeps_the_figure_texts_inside(module, name):
     app = getattr(importlib.import_module(f"accesslib.apps.{module}"), name)(canvas="agg")
-    checked = texts_inside(app.fig)
+    checked = check_figure(app.fig)
     for _name, w in dropdowns(app):
         first = w.value
         for option in w.options:
             w.value = option[1] if isinstance(option, tuple) else option
-            checked += texts_inside(app.fig)
+            checked += check_figure(app.fig)
             if hasattr(app, "log_y"):                      # 03: linear and log y axes
                 app.log_y.value = not app.log_y.value
-                checked += texts_inside(app.fig)
+                checked += check_figure(app.fig)
                 app.log_y.value = not app.log_y.value
         w.value = first
     assert checked > 0
@@ -112,3 +137,18 @@ def test_05_selecting_a_token_leaves_its_row_where_it_was():
     assert math.degrees(math.atan2(app.rows[0][1], app.rows[0][0])) == pytest.approx(6.3402, abs=1e-4)
     app.norm.value = 0.91                                                  # back: the exact 0.9055 again
     assert app.rows[0] == pytest.approx(DEFAULT_ROWS[0], abs=1e-12)
+
+
+def test_the_overlap_check_sees_overlapping_texts_and_not_leaders():
+    """The check itself: two texts at one place overlap; an annotation whose leader line crosses
+    another text does not count (only the texts' own boxes)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.text(0.5, 0.5, "one label")
+    ax.text(0.52, 0.5, "another label")
+    assert overlapping_texts(fig) == [("another label", "one label")]
+    ax.texts[1].remove()
+    ax.annotate("far away", xy=(0.5, 0.52), xytext=(0.1, 0.9), arrowprops=dict(arrowstyle="-"))
+    assert overlapping_texts(fig) == []
+    plt.close(fig)
