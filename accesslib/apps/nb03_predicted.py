@@ -170,12 +170,34 @@ def _same_n50(a: dict, b: dict) -> bool:
 
 
 def remeasured_html(bundle, ball: float | None = None) -> str:
-    """One line per re-measurement of the model (:func:`remeasured_points`): its protocol and
-    targets, strings per length, its n50 by m (and by step budget where it has a ladder), its slope
-    where it has two m (and C/a with ``ball``, the ball bound's C at the sliders' ε and r), its
-    budget label, and where its whole bundle is. "" without any."""
+    """The re-measurements of the model (:func:`remeasured_points`): a summary line with each slope
+    fitted over two m or more (its targets and budget, C/a with ``ball``, the ball bound's C at the
+    sliders' ε and r, and its budget label), then, folded, one line per re-measurement: its
+    protocol and targets, strings per length, its n50 by m (and by step budget where it has a
+    ladder), its slope, its budget label, and where its whole bundle is. "" without any."""
+    records = bundle.get("remeasured") or []
+    if not records:
+        return ""
+    slopes = []
+    for rec in records:
+        if (fit := _remeasured_fit(rec)) is None:
+            continue
+        se = (rec.get("slope") or {}).get("slope_stderr")
+        slopes.append(f"<b>a = {fit[2]:.2f}{'' if se is None else f' ± {se:.2f}'}</b> on "
+                      f"{html.escape(SHORT_TARGETS.get(fit[4], str(fit[4])))} at {fit[5]}, m = {fit[0]}..{fit[1]}"
+                      + (f" (C/a {ball / fit[2]:.1f}×, {html.escape(bundles.budget_status(rec)[0])})" if ball
+                         else f" ({html.escape(bundles.budget_status(rec)[0])})"))
+    head = (f"<b>Re-measured</b> {len(records)} time{'s' if len(records) > 1 else ''} under other protocols, "
+            "targets or step budgets (the orange squares"
+            + (", their slopes the dashed lines): " if slopes else ")."))
+    return (head + " · ".join(slopes)
+            + f"<details><summary>each re-measurement</summary>{_remeasured_lines(records, ball)}</details>")
+
+
+def _remeasured_lines(records, ball) -> str:
+    """The folded lines of :func:`remeasured_html`, one per record."""
     lines = []
-    for rec in bundle.get("remeasured") or []:
+    for rec in records:
         settings = rec.get("settings") or {}
         label = bundles.budget_status(rec)[0]
         ladder = bundles.ladder_text(rec, own="the run's")

@@ -437,6 +437,33 @@ def test_remeasured_points_and_records():
                                                                        ("glove100k", 1)]
 
 
+def test_the_readout_leads_with_the_remeasured_slopes_and_folds_the_rest():
+    """The re-measurements in the readout: one line with each slope (targets, budget, m, C/a at the
+    sliders' ε and r, budget label), every record's own line folded under it."""
+    from accesslib.apps.nb03_predicted import PredictedApp, remeasured_html
+
+    app = PredictedApp(canvas="agg", model="smollm2-135m", published=False)
+    ball = app.values["slopes"]["ball"]
+    recs = app.bundle["remeasured"]
+    words, tokens = (next(r for r in recs if r.get("read_from") and r["source"] == s) for s in ("glove100k", "tokens"))
+    text = remeasured_html(app.bundle, ball)
+    head, folded = text.split("<details><summary>each re-measurement</summary>")
+    assert head == (
+        f"<b>Re-measured</b> {len(recs)} times under other protocols, targets or step budgets (the orange squares, "
+        "their slopes the dashed lines): "
+        f"<b>a = {words['slope']['slope']:.2f} ± {words['slope']['slope_stderr']:.2f}</b> on [A]&#x27;s words at "
+        f"3,000 / 500, m = 1..3 (C/a {ball / words['slope']['slope']:.1f}×, budget-limited) · "
+        f"<b>a = {tokens['slope']['slope']:.2f} ± {tokens['slope']['slope_stderr']:.2f}</b> on random tokens at "
+        f"3,000 / 500, m = 1..3 (C/a {ball / tokens['slope']['slope']:.1f}×, budget-limited)")
+    assert folded.endswith("</details>") and folded.count("<b>Re-measured</b> under") == len(recs)
+    assert text in app.readout.value
+    # without slopes: the count and the squares; without any: nothing
+    one = dict(remeasured=[r for r in recs if not r.get("slope")][:1])
+    assert remeasured_html(one).startswith("<b>Re-measured</b> 1 time under other protocols, targets or step "
+                                           "budgets (the orange squares).<details>")
+    assert remeasured_html({}) == ""
+
+
 def test_a_remeasured_slope_is_drawn_over_its_m_and_named_at_its_last_point():
     """A re-measurement with a slope over two m or more: a dashed line a·m + b over those m, its
     slope in the label of its square at the largest m, a legend entry and a data row; one without a
