@@ -567,6 +567,8 @@ def test_03_q8_smollm2_remeasured_under_the_published_protocol():
     labels_of = {r["source"]: budget_status(r)[0] for r in app.bundle["remeasured"] if r is not tok}
     assert set(labels_of.values()) == {"budget-limited"}                 # "every other label"
     says(answers("03-predicted-vs-measured.ipynb"), "orange squares left of m = 1, 2 and 3",
+         "those n50 are the **orange squares** left of each m, and the slope of each re-measurement over "
+         "several m a **dashed orange line**; the readout leads with those slopes",
          "Each run had 9000 steps and patience 1500 (three times [A]'s), and [A]'s 3000 / 500 and 1000 / 500 "
          "are read from the same strings",
          "n50 at m = 1 is 18.7 with 1000 / 500, 20.1 with [A]'s 3000 / 500 and 30.7 with 9000 / 1500: "
