@@ -1,0 +1,71 @@
+"""The README's measured figures are the shipped bundles' own.
+
+The README quotes SmolLM2-135M's n50 and slopes under [A]'s protocol and Gemma-3-270M's n50 in
+prose. Each figure is computed here from ``accesslib/data/bundles/`` and must appear in the README
+as it is written there, so a bundle re-read with more strings (the runs go on for days) cannot
+leave the README telling the older numbers."""
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from accesslib.results import bundles
+from accesslib.theory import bounds
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def readme():
+    return re.sub(r"\s+", " ", (ROOT / "README.md").read_text(encoding="utf-8"))
+
+
+def rung(rec, steps, patience):
+    return next(r for r in rec["budget_ladder"]["rungs"] if (r["max_steps"], r["patience"]) == (steps, patience))
+
+
+def says(text, *phrases):
+    for p in phrases:
+        assert p in text, f"the README no longer says {p!r}: check it against the shipped bundle"
+
+
+def test_smollm2_under_the_published_protocol(readme):
+    smol = bundles.load("cram", "smollm2-135m")
+    recs = smol["remeasured"]
+    words9, tokens9 = (next(r for r in recs if r["source"] == s and not r.get("read_from")
+                            and (r["settings"]["max_steps"], r["settings"]["patience"]) == (9000, 1500))
+                       for s in ("glove100k", "tokens"))
+    words3, tokens3 = (next(r for r in recs if r["source"] == s and r.get("read_from")) for s in ("glove100k", "tokens"))
+    w3, w9 = rung(words9, 3000, 500), rung(words9, 9000, 1500)
+    t3, t9 = rung(tokens9, 3000, 500), rung(tokens9, 9000, 1500)
+    says(readme, f"n50 = {w3['n50']:.1f} ± {w3['stderr']:.1f} at m = 1 with 3000 / 500 and "
+                 f"{w9['n50']:.1f} ± {w9['stderr']:.1f} with 9000 / 1500",
+         f"On random tokens: {t3['n50']:.1f} ± {t3['stderr']:.1f} with 3000 / 500 and "
+         f"{t9['n50']:.1f} ± {t9['stderr']:.1f} with 9000 / 1500")
+    ball = bounds.slope(smol["facts"]["d"], smol["facts"]["vocab_size"], 2.0 ** -11, 1.0)
+    wc = {c["m"]: c for c in words3["curves"]}
+    tc = {c["m"]: c for c in tokens3["curves"]}
+    ws, ts = words3["slope"], tokens3["slope"]
+    says(readme, f"gives n50 = {wc[2]['n50']:.1f} ± {wc[2]['n50_stderr']:.1f} and "
+                 f"{wc[3]['n50']:.1f} ± {wc[3]['n50_stderr']:.1f}: **a slope of {ws['slope']:.1f} ± "
+                 f"{ws['slope_stderr']:.1f} tokens per vector over m = 1..3 under [A]'s own protocol** "
+                 f"(C_ball / a = {ball / ws['slope']:.0f})",
+         f"9000 / 1500 puts m = 2 at {words3['budget_check']['ms']['2']['n50_3x_low']:.1f} or more",
+         f"[A]'s protocol gives {tc[2]['n50']:.1f} ± {tc[2]['n50_stderr']:.1f} at m = 2 and "
+         f"{tc[3]['n50']:.1f} ± {tc[3]['n50_stderr']:.1f} at m = 3: **a slope of {ts['slope']:.2f} ± "
+         f"{ts['slope_stderr']:.1f} over m = 1..3** (C_ball / a = {ball / ts['slope']:.0f})")
+    apart = (ws["slope"] - ts["slope"]) / math.hypot(ws["slope_stderr"], ts["slope_stderr"])
+    says(readme, f"Words hold {ws['slope'] / ts['slope']:.1f} times as many tokens per vector as random ids "
+                 f"({apart:.1f} combined standard errors apart)")
+    assert {bundles.budget_status(r)[0] for r in (words9, tokens9, words3, tokens3)} == {"budget-limited"}
+    says(readme, "budget-limited as well")
+
+
+def test_gemma_under_the_published_protocol(readme):
+    gemma = bundles.load("cram", "gemma-3-270m")
+    (c,) = gemma["curves"]
+    low = rung(gemma, 1000, 500)
+    says(readme, f"n50 = {c['n50']:.1f} ± {c['n50_stderr']:.1f} at m = 1, against [A]'s slope of 22.97")
+    assert bundles.budget_status(gemma)[0] == "inconclusive" and low["moved"] is False
+    says(readme, "*inconclusive*: 1000 steps give the same n50, but at the same patience")
