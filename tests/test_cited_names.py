@@ -1,4 +1,5 @@
-"""Every ``accesslib.…`` name that the notebooks and docs cite in code spans exists.
+"""Every ``accesslib.…`` name that the notebooks and docs cite in code spans exists, and every
+relative link of theirs leads to a file.
 
 The notebooks' "Under the hood" sections and the docs send readers to functions by their dotted
 names; a rename in the package must not leave them pointing at nothing. A name followed by ``*``
@@ -51,3 +52,27 @@ def test_the_check_sees_a_missing_name():
 def test_every_cited_name_exists(path):
     missing = [n for n in cited(path) if not resolves(n)]
     assert missing == [], f"{path.name} cites names that do not exist: {missing}"
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def local_links(path: Path) -> list[str]:
+    """The relative links of a page (no web address, no anchor alone), without their anchors."""
+    out = []
+    for target in LINK.findall(text_of(path)):
+        if not target.startswith(("http://", "https://", "mailto:", "#")):
+            out.append(target.split("#")[0])
+    return [t for t in out if t]
+
+
+@pytest.mark.parametrize("path", SOURCES + sorted((ROOT / "binder").glob("*.md")), ids=lambda p: p.name)
+def test_every_relative_link_leads_to_a_file(path):
+    missing = [t for t in local_links(path) if not (path.parent / t).exists()]
+    assert missing == [], f"{path.name} links to files that do not exist: {missing}"
+
+
+def test_the_link_check_sees_a_missing_file(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text("[a](p.md) [b](gone.md#x) [c](https://example.org) [d](#top)")
+    assert local_links(page) == ["p.md", "gone.md"]
