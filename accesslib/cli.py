@@ -573,6 +573,16 @@ def _add_store(p: argparse.ArgumentParser):
                          f"is there yet: for a script that waits for a budget to be decided")
     _add_store_filters(la)
     la.set_defaults(_store_run=_run_store_ladder)
+    pa = sub.add_parser("pace", help="how fast a run goes, against an earlier copy of its store",
+                        description="The steps the strings kept mid-way made since an earlier copy of the "
+                                    "store (e.g. its last snapshot, `accesslib store backup`), per second: the "
+                                    "run's pace, and with --to-step when its open strings reach that step "
+                                    "at that pace (at the latest: strings that end by their patience or cram "
+                                    "finish sooner). Both files are only read.")
+    pa.add_argument("--since", required=True, metavar="FILE", help="the earlier copy of the store")
+    pa.add_argument("--to-step", type=int, metavar="STEPS", help="the run's step budget (e.g. 9000)")
+    pa.add_argument("--store", help="the store a run writes to (default: the one accesslib cram writes to)")
+    pa.set_defaults(_store_run=_run_store_pace)
     me = sub.add_parser("merge", help="copy the rows of another store file into this one",
                         description="Copy every string of FILE (e.g. an older store left in ~/.cache/accesslib) "
                                     "that the store does not hold yet; FILE is only read.")
@@ -993,6 +1003,34 @@ def _print_kept_progress(store) -> None:
         _print_table(table, right={0, 1, 2, 3, 4}, indent="  ")
     if got["unreadable"]:
         print(f"  {got['unreadable']} kept states could not be read (damaged, or written by another program)")
+
+
+def _run_store_pace(args) -> int:
+    import os
+    from datetime import timedelta
+
+    from accesslib.results.store import kept_pace
+
+    since = os.path.expanduser(args.since)
+    if not os.path.isfile(since):
+        fail("--since", "an existing results store file (an earlier copy of the store)", args.since)
+    if args.to_step is not None and args.to_step < 1:
+        fail("--to-step", "a positive number of steps", args.to_step)
+    store = _open_store(args.store)
+    now = store.inflight()
+    pace = kept_pace(now, _open_store(since).inflight())
+    if pace is None:
+        print(f"{len(now)} strings kept mid-way; none saved again since {since}: no pace to tell yet")
+        return 0
+    line = (f"{pace['strings']} strings went on since {since}: {pace['seconds_per_step']:.2f} s per step "
+            f"(median string: {pace['steps']:,} steps in {timedelta(seconds=round(pace['seconds']))})")
+    if args.to_step is not None:
+        left = max(args.to_step - pace["lowest_step"], 0)
+        hours = left * pace["seconds_per_step"] / 3600
+        line += (f"; the {pace['open']} open strings reach step {args.to_step:,} in at most {hours:.1f} hours at "
+                 f"that pace ({left:,} steps from the least advanced; fewer if they cram or end by patience)")
+    print(line)
+    return 0
 
 
 def _run_store_merge(args) -> int:

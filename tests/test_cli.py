@@ -321,7 +321,55 @@ def test_store_backup(tmp_path, capsys):
     assert ResultsStore(out).load_final("f") == b"final"
 
 
+def test_kept_pace_is_the_median_strings_steps_over_its_time():
+    from accesslib.results.store import kept_pace
+    before = [dict(key="a", steps=100, updated_at="2026-12-06T06:00:00+00:00"),
+              dict(key="b", steps=200, updated_at="2026-12-06T06:00:30+00:00"),
+              dict(key="c", steps=300, updated_at="2026-12-06T06:00:00+00:00"),
+              dict(key="gone", steps=50, updated_at="2026-12-06T06:00:00+00:00")]
+    now = [dict(key="a", steps=160, updated_at="2026-12-06T06:03:00+00:00"),    # 3.0 s per step
+           dict(key="b", steps=220, updated_at="2026-12-06T06:01:30+00:00"),    # 3.0 s per step
+           dict(key="c", steps=300, updated_at="2026-12-06T06:00:00+00:00"),    # not saved again
+           dict(key="new", steps=10, updated_at="2026-12-06T06:03:00+00:00"),   # not kept before
+           dict(key="d", steps=400, updated_at="2026-12-06T06:03:00+00:00")]
+    before.append(dict(key="d", steps=360, updated_at="2026-12-06T06:00:00+00:00"))   # 4.5 s per step
+    pace = kept_pace(now, before)
+    assert pace == dict(strings=3, steps=60, seconds=180.0, seconds_per_step=3.0, open=5, lowest_step=10)
+    assert kept_pace(now[2:3], before) is None and kept_pace([], before) is None
+
+
+def test_store_pace_against_an_earlier_copy(tmp_path, capsys):
+    import shutil
+    import sqlite3
+    st = _store(tmp_path / "r.sqlite")
+    st.save_inflight({"a": (b"x", 1000), "b": (b"y", 2000)})
+    st.close()
+    con = sqlite3.connect(st.path)
+    con.execute("UPDATE inflight SET updated_at = '2026-12-06T06:00:00+00:00'")
+    con.commit()
+    con.close()
+    shutil.copyfile(st.path, tmp_path / "snap.sqlite")
+    assert main(["store", "pace", "--since", str(tmp_path / "snap.sqlite"), "--store", str(st.path)]) == 0
+    assert "none saved again since" in capsys.readouterr().out
+    st.save_inflight({"a": (b"x", 1300), "b": (b"y", 2300)})          # 300 steps in 20 minutes: 4 s per step
+    st.close()
+    con = sqlite3.connect(st.path)
+    con.execute("UPDATE inflight SET updated_at = '2026-12-06T06:20:00+00:00'")
+    con.commit()
+    con.close()
+    assert main(["store", "pace", "--since", str(tmp_path / "snap.sqlite"), "--store", str(st.path),
+                 "--to-step", "9000"]) == 0
+    assert capsys.readouterr().out == (
+        f"2 strings went on since {tmp_path / 'snap.sqlite'}: 4.00 s per step (median string: 300 steps in 0:20:00); "
+        "the 2 open strings reach step 9,000 in at most 8.6 hours at that pace (7,700 steps from the least "
+        "advanced; fewer if they cram or end by patience)\n")
+
+
 @pytest.mark.parametrize("argv, msg", [
+    (["store", "pace", "--since", "{tmp}/absent.sqlite", "--store", "{tmp}/r.sqlite"],
+     "accesslib store pace: error: --since must be an existing results store file (an earlier copy of the store)"),
+    (["store", "pace", "--since", "{tmp}/r.sqlite", "--store", "{tmp}/r.sqlite", "--to-step", "0"],
+     "accesslib store pace: error: --to-step must be a positive number of steps; got 0"),
     (["store", "backup", "{tmp}/b.sqlite", "--store", "{tmp}/absent.sqlite"],
      "accesslib store backup: error: --store must be an existing results store file"),
     (["store", "backup", "/nonexistent/dir/b.sqlite", "--store", "{tmp}/r.sqlite"],

@@ -160,10 +160,15 @@ def _on_live_stores(tmp_path, action, names, plan=""):
 
 
 def test_snapshot_backs_every_live_store_up_into_the_kept_folder(tmp_path):
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "smol-tokens.sqlite").write_text("the snapshot before")
     _on_live_stores(tmp_path, "snapshot", ("gemma-n50", "smol-tokens"))
     kept, live = tmp_path / "kept", tmp_path / "live"
     assert _calls(tmp_path) == [f"-m accesslib store backup {kept}/{n}.sqlite --store {live}/{n}.sqlite"
                                 for n in ("gemma-n50", "smol-tokens")]
+    # the snapshot it replaces stays in the live folder, for `status` to read the run's pace from
+    assert (live / ".before-smol-tokens.sqlite").read_text() == "the snapshot before"
+    assert not (live / ".before-gemma-n50.sqlite").exists()
 
 
 def test_status_reads_the_9k_runs_ladder_and_patience_500(tmp_path):

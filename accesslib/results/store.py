@@ -56,7 +56,7 @@ from accesslib import config
 from accesslib._checks import check_choice, check_float, fail
 
 __all__ = ["ResultsStore", "StoreError", "KEY_COLUMNS", "EXPORT_COLUMNS", "protocol_hash", "target_hash", "inflight_key", "default_path",
-           "migrate_store", "backup_store", "STORE_NAME"]
+           "migrate_store", "backup_store", "kept_pace", "STORE_NAME"]
 
 SCHEMA_VERSION = 1
 
@@ -1085,3 +1085,30 @@ def _need(module: str, message: str):
         return importlib.import_module(module)
     except ImportError:
         raise ImportError(message) from None
+
+
+def kept_pace(now: Iterable[Mapping[str, Any]], before: Iterable[Mapping[str, Any]]) -> dict | None:
+    """How fast a run goes, from the strings it kept mid-way at two moments (:meth:`ResultsStore.inflight`
+    of the store now and of an earlier copy, e.g. its last snapshot): for each string kept in both
+    and saved again since, the steps it made over the time between its two saves. A run steps all
+    its open strings together, so their median is the run's pace.
+
+    Returns ``dict(strings, steps, seconds, seconds_per_step, open, lowest_step)`` (``steps`` and
+    ``seconds``: the median string's; ``open``: the strings kept now, ``lowest_step``: the fewest
+    steps among them), or None when no string was saved again since the earlier copy."""
+    earlier = {k["key"]: k for k in before}
+    now = list(now)
+    moves = []
+    for k in now:
+        e = earlier.get(k["key"])
+        if e is None or k["steps"] <= e["steps"]:
+            continue
+        seconds = (datetime.fromisoformat(k["updated_at"]) - datetime.fromisoformat(e["updated_at"])).total_seconds()
+        if seconds > 0:
+            moves.append((seconds / (k["steps"] - e["steps"]), k["steps"] - e["steps"], seconds))
+    if not moves:
+        return None
+    per_step, steps, seconds = sorted(moves)[len(moves) // 2]
+    return dict(strings=len(moves), steps=steps, seconds=seconds, seconds_per_step=per_step, open=len(now),
+                lowest_step=min(k["steps"] for k in now))
+

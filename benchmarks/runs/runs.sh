@@ -14,7 +14,11 @@
 #                                                the longest stalls of the crammed strings,
 #                                                and n50 at 1000 / 500, 3000 / 500 and (the 27k
 #                                                runs, on the same store) 9000 / 1500 read from
-#                                                the run so far: accesslib store ladder)
+#                                                the run so far: accesslib store ladder; a
+#                                                running run: its pace since the snapshot before
+#                                                its last one (kept in LIVE/.before-NAME.sqlite) and
+#                                                when its open strings reach its step budget at
+#                                                that pace: accesslib store pace)
 #   bash benchmarks/runs/runs.sh stop            SIGTERM every run (each loses at most the last
 #                                                minute: unfinished strings are kept every minute)
 #   bash benchmarks/runs/runs.sh focus NAME M STEPS/PATIENCE
@@ -247,6 +251,8 @@ case "${1:-}" in
     mkdir -p "$KEPT"
     for live in "$LIVE"/*.sqlite; do
       [ -f "$live" ] || continue
+      # the snapshot before this one stays in LIVE (not tracked): `status` reads the run's pace from it
+      [ -f "$KEPT/$(basename "$live")" ] && cp "$KEPT/$(basename "$live")" "$LIVE/.before-$(basename "$live")"
       "$PY" -m accesslib store backup "$KEPT/$(basename "$live")" --store "$live"
     done;;
   status)
@@ -260,6 +266,13 @@ case "${1:-}" in
       # shellcheck disable=SC2086
       "$PY" -m accesslib store summary --by-length $extra --store "$live"
       case "$name" in *-9k) "$PY" -m accesslib store ladder --budget 1000/500 3000/500 9000/1500 --store "$live";; esac
+      # its pace since the snapshot before the last one (20 to 40 minutes: the last one may be only
+      # seconds old), and when its open strings reach the running run's step budget
+      steps=$(pgrep -af "store $live" | grep -o -- '--max-steps [0-9]*' | head -1 | cut -d' ' -f2 || true)
+      before="$LIVE/.before-$name.sqlite"; [ -f "$before" ] || before="$KEPT/$name.sqlite"
+      if [ "$state" = running ] && [ -f "$before" ]; then
+        "$PY" -m accesslib store pace --store "$live" --since "$before" ${steps:+--to-step "$steps"} || true
+      fi
     done
     # the plan's focus lines: decided, running, ended undecided, or waiting for their turn
     { grep -E '^[[:space:]]*focus[[:space:]]' "$PLAN" 2>/dev/null || true; } | while read -r _ name m budget; do
