@@ -1009,7 +1009,7 @@ def _run_store_pace(args) -> int:
     import os
     from datetime import timedelta
 
-    from accesslib.results.store import kept_pace
+    from accesslib.results.store import kept_pace, read_inflight
 
     since = os.path.expanduser(args.since)
     if not os.path.isfile(since):
@@ -1018,7 +1018,7 @@ def _run_store_pace(args) -> int:
         fail("--to-step", "a positive number of steps", args.to_step)
     store = _open_store(args.store)
     now = store.inflight()
-    pace = kept_pace(now, _open_store(since).inflight())
+    pace = kept_pace(now, read_inflight(since))     # the earlier copy is only read, never changed
     if pace is None:
         print(f"{len(now)} strings kept mid-way; none saved again since {since}: no pace to tell yet")
         return 0

@@ -339,7 +339,6 @@ def test_kept_pace_is_the_median_strings_steps_over_its_time():
 
 
 def test_store_pace_against_an_earlier_copy(tmp_path, capsys):
-    import shutil
     import sqlite3
     st = _store(tmp_path / "r.sqlite")
     st.save_inflight({"a": (b"x", 1000), "b": (b"y", 2000)})
@@ -348,7 +347,11 @@ def test_store_pace_against_an_earlier_copy(tmp_path, capsys):
     con.execute("UPDATE inflight SET updated_at = '2026-12-06T06:00:00+00:00'")
     con.commit()
     con.close()
-    shutil.copyfile(st.path, tmp_path / "snap.sqlite")
+    assert main(["store", "backup", str(tmp_path / "snap.sqlite"), "--store", str(st.path)]) == 0   # a snapshot
+    con = sqlite3.connect(tmp_path / "snap.sqlite")      # as committed: a rollback-journal file, which opening
+    con.execute("PRAGMA journal_mode=DELETE")             # it as a store would turn to WAL (the file changed)
+    con.close()
+    snap = (tmp_path / "snap.sqlite").read_bytes()
     assert main(["store", "pace", "--since", str(tmp_path / "snap.sqlite"), "--store", str(st.path)]) == 0
     assert "none saved again since" in capsys.readouterr().out
     st.save_inflight({"a": (b"x", 1300), "b": (b"y", 2300)})          # 300 steps in 20 minutes: 4 s per step
@@ -359,6 +362,9 @@ def test_store_pace_against_an_earlier_copy(tmp_path, capsys):
     con.close()
     assert main(["store", "pace", "--since", str(tmp_path / "snap.sqlite"), "--store", str(st.path),
                  "--to-step", "9000"]) == 0
+    # the earlier copy (a committed snapshot) is only read: byte for byte the same, no -wal or -shm beside it
+    assert (tmp_path / "snap.sqlite").read_bytes() == snap
+    assert not (tmp_path / "snap.sqlite-wal").exists() and not (tmp_path / "snap.sqlite-shm").exists()
     assert capsys.readouterr().out == (
         f"2 strings went on since {tmp_path / 'snap.sqlite'}: 4.00 s per step (median string: 300 steps in 0:20:00); "
         "the 2 open strings reach step 9,000 in at most 8.6 hours at that pace (7,700 steps from the least "

@@ -56,7 +56,7 @@ from accesslib import config
 from accesslib._checks import check_choice, check_float, fail
 
 __all__ = ["ResultsStore", "StoreError", "KEY_COLUMNS", "EXPORT_COLUMNS", "protocol_hash", "target_hash", "inflight_key", "default_path",
-           "migrate_store", "backup_store", "kept_pace", "STORE_NAME"]
+           "migrate_store", "backup_store", "kept_pace", "read_inflight", "STORE_NAME"]
 
 SCHEMA_VERSION = 1
 
@@ -1085,6 +1085,27 @@ def _need(module: str, message: str):
         return importlib.import_module(module)
     except ImportError:
         raise ImportError(message) from None
+
+
+def read_inflight(path: str | os.PathLike, timeout: float = 60.0) -> list[dict]:
+    """The strings kept mid-optimisation in the store file ``path`` (as :meth:`ResultsStore.inflight`
+    gives them), read without changing the file in any way (an earlier copy, a committed
+    snapshot); [] for a store without that table."""
+    path = Path(path)
+    if not path.is_file():
+        fail("path", "an existing results store file", str(path))
+    if _inspect(path, timeout) != "ours":
+        raise StoreError(path, "not an accesslib results store (it has no tables)")
+    conn = sqlite3.connect(_read_uri(path), uri=True, timeout=timeout)
+    try:
+        if not conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='inflight'").fetchone():
+            return []
+        return [dict(key=k, steps=st, updated_at=t) for k, st, t in
+                conn.execute("SELECT key, steps, updated_at FROM inflight ORDER BY updated_at, key")]
+    except sqlite3.DatabaseError as e:
+        raise StoreError(path, _sqlite_cause(e)) from e
+    finally:
+        conn.close()
 
 
 def kept_pace(now: Iterable[Mapping[str, Any]], before: Iterable[Mapping[str, Any]]) -> dict | None:
