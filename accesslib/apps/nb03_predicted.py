@@ -183,10 +183,10 @@ def remeasured_html(bundle, ball: float | None = None) -> str:
         if (fit := _remeasured_fit(rec)) is None:
             continue
         se = (rec.get("slope") or {}).get("slope_stderr")
+        notes = ([f"C/a {ball / fit[2]:.1f}×"] if ball else []) + [html.escape(bundles.budget_status(rec)[0])]
         slopes.append(f"<b>a = {fit[2]:.2f}{'' if se is None else f' ± {se:.2f}'}</b> on "
                       f"{html.escape(SHORT_TARGETS.get(fit[4], str(fit[4])))} at {fit[5]}, m = {fit[0]}..{fit[1]}"
-                      + (f" (C/a {ball / fit[2]:.1f}×, {html.escape(bundles.budget_status(rec)[0])})" if ball
-                         else f" ({html.escape(bundles.budget_status(rec)[0])})"))
+                      f" ({', '.join(notes)})")
     head = (f"<b>Re-measured</b> {len(records)} time{'s' if len(records) > 1 else ''} under other protocols, "
             "targets or step budgets (the orange squares"
             + (", their slopes the dashed lines): " if slopes else ")."))

@@ -805,8 +805,7 @@ class ResultsStore:
 
     def inflight(self) -> list[dict]:
         """The strings kept mid-optimisation: key, steps done, when kept (oldest first)."""
-        return [dict(key=k, steps=st, updated_at=t) for k, st, t in
-                self._query("SELECT key, steps, updated_at FROM inflight ORDER BY updated_at, key")]
+        return _inflight_dicts(self._query(_INFLIGHT_SQL))
 
     # --- strings finished: where each stopped, so a larger budget can go on from there -----
     def save_final(self, states: Mapping[str, tuple[bytes, int]]) -> None:
@@ -1087,6 +1086,14 @@ def _need(module: str, message: str):
         raise ImportError(message) from None
 
 
+#: the strings kept mid-optimisation, oldest first (:meth:`ResultsStore.inflight`, :func:`read_inflight`)
+_INFLIGHT_SQL = "SELECT key, steps, updated_at FROM inflight ORDER BY updated_at, key"
+
+
+def _inflight_dicts(rows) -> list[dict]:
+    return [dict(key=k, steps=st, updated_at=t) for k, st, t in rows]
+
+
 def read_inflight(path: str | os.PathLike, timeout: float = 60.0) -> list[dict]:
     """The strings kept mid-optimisation in the store file ``path`` (as :meth:`ResultsStore.inflight`
     gives them), read without changing the file in any way (an earlier copy, a committed
@@ -1100,8 +1107,7 @@ def read_inflight(path: str | os.PathLike, timeout: float = 60.0) -> list[dict]:
     try:
         if not conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='inflight'").fetchone():
             return []
-        return [dict(key=k, steps=st, updated_at=t) for k, st, t in
-                conn.execute("SELECT key, steps, updated_at FROM inflight ORDER BY updated_at, key")]
+        return _inflight_dicts(conn.execute(_INFLIGHT_SQL))
     except sqlite3.DatabaseError as e:
         raise StoreError(path, _sqlite_cause(e)) from e
     finally:
