@@ -573,6 +573,23 @@ def _add_store(p: argparse.ArgumentParser):
                          f"is there yet: for a script that waits for a budget to be decided")
     _add_store_filters(la)
     la.set_defaults(_store_run=_run_store_ladder)
+    mp = sub.add_parser("map", help="n50 over step budgets x patiences, read from a run: which knob limits n50",
+                        description="For each curve in the store: n50 at every step budget of --steps with every "
+                                    "patience of --patience (the run's own added to both), read from the strings "
+                                    "the run finished and the ones it is still cramming, as `store ladder` reads "
+                                    "one budget. Per patience it says from which step budget n50 stops moving "
+                                    "(every string crammed or out of patience before the step cap), and at the "
+                                    "run's steps how n50 grows with the patience. Exact for protocols without a "
+                                    "learning-rate schedule and with patience on teacher-forced accuracy (paper).")
+    mp.add_argument("--steps", nargs="+", type=int, required=True, metavar="STEPS",
+                    help="step budgets, e.g. 500 1000 2000 3000 4500 6000 (at most the run's own)")
+    mp.add_argument("--patience", nargs="+", type=int, required=True, metavar="P",
+                    help="patiences, e.g. 100 250 500 1000 (at most the run's own)")
+    mp.add_argument("--plot", metavar="FILE", help="also draw each map into FILE (.png, .svg or .pdf)")
+    mp.add_argument("--mark", metavar="STEPS/PATIENCE", default="3000/500",
+                    help="the budget ringed in the plot (default [A]'s 3000/500)")
+    _add_store_filters(mp)
+    mp.set_defaults(_store_run=_run_store_map)
     pa = sub.add_parser("pace", help="how fast a run goes, against an earlier copy of its store",
                         description="The steps the strings kept mid-way made since an earlier copy of the "
                                     "store (e.g. its last snapshot, `accesslib store backup`), per second: the "
@@ -896,6 +913,66 @@ def _run_store_ladder(args) -> int:
               f"not decided: {_plural(still, 'string')} may still cram within {said}")
         return LADDER_OPEN if still else 0
     return 0
+
+
+def _run_store_map(args) -> int:
+    from accesslib.experiments.bundling import budget_map
+    from accesslib.results.bundles import budget_map_lines, map_cell_text
+
+    for flag, values in (("--steps", args.steps), ("--patience", args.patience)):
+        bad = [v for v in values if v < 1]
+        if bad:
+            fail(flag, "whole numbers >= 1", " ".join(map(str, bad)))
+    mark = _parse_budgets([args.mark], "--mark")[0]
+    plot = None
+    if args.plot:
+        plot = _output_file("--plot", args.plot)
+        if not plot.lower().endswith((".png", ".svg", ".pdf")):
+            fail("--plot", "a file ending in .png, .svg or .pdf", args.plot)
+    store = _open_store(args.store)
+    try:
+        got = budget_map(store, args.steps, args.patience, **_store_filters(args))
+    except ValueError as e:
+        raise SystemExit(f"accesslib store map: {e}") from None
+    if not got["maps"]:
+        print(f"store {store.path}: no curve with protocol settings" + (" matches the filters"
+                                                                      if _store_filters(args) else ""))
+        return 0
+    for mp in got["maps"]:
+        kept = (f", {mp['kept']} still being crammed (steps {mp['kept_steps'][0]}-{mp['kept_steps'][1]})"
+                if mp["kept"] else "")
+        print(f"{mp['model']}, m = {mp['m']}, {mp['source']}, protocol {mp['protocol_hash']} ({mp['run'][0]:,} "
+              f"steps, patience {mp['run'][1]:,}): {_plural(mp['finished'], 'string')} finished{kept}; "
+              f"n50 by step budget (rows) and patience (columns)")
+        table = [("steps \\ patience",) + tuple(f"{p:,}" for p in mp["patiences"])]
+        for s, row in zip(mp["steps"], mp["cells"]):
+            table.append((f"{s:,}",) + tuple(map_cell_text(c, mp["lengths"], stderr=True).replace("±", "+-")
+                                             .replace("≥", ">=") for c in row))
+        _print_table(table, right=set(range(len(table[0]))), indent="  ")
+        for line in budget_map_lines(mp, mark):
+            print(f"  {line.replace('≥', '>=')}")
+    if plot:
+        _plot_maps(got["maps"], plot, mark)
+        print(f"plot: {plot}")
+    return 0
+
+
+def _plot_maps(maps, path, mark) -> None:
+    """Both panels of :func:`accesslib.plots.cramming.draw_budget_map` per map into ``path``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from accesslib.plots.cramming import draw_budget_map
+
+    fig, axes = plt.subplots(len(maps), 2, figsize=(11, 4.4 * len(maps)), squeeze=False, layout="constrained")
+    for (a, b), mp in zip(axes, maps):
+        draw_budget_map(a, b, mp, mark=mark)
+        a.set_title(f"{mp['model']}, m = {mp['m']}, {mp['source']}: n50 against the step budget",
+                    fontsize=a.title.get_fontsize())
+    fig.savefig(path, dpi=120, facecolor="white")
+    plt.close(fig)
 
 
 def _plot_ladders(curves, path, labels) -> None:

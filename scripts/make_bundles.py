@@ -350,6 +350,40 @@ def _add_budget_ladder(a, command):
         print(f"{name}: {bundles.ladder_text(b)} ({lad['wall_time']:.0f} s) -> {path}", flush=True)
 
 
+def _add_budget_map(a, p, command):
+    """--add-budget-map: n50 over step budgets x patiences read from a run in --store (also one
+    still going), kept in the model's shipped bundle; nothing crammed."""
+    from datetime import datetime, timezone
+
+    from accesslib.experiments import bundling
+    from accesslib.results import bundles
+
+    if not a.store or not Path(a.store).is_file():
+        p.error(f"--add-budget-map needs --store, the run's results store; got {a.store or 'none'}")
+    if not a.map_steps or not a.map_patience:
+        p.error("--add-budget-map needs --map-steps and --map-patience (e.g. --map-steps 500 1000 2000 3000 "
+                "--map-patience 100 250 500)")
+    filters = {"source": a.source} if a.source_given else {}
+    for name in a.add_budget_map:
+        try:
+            got = bundling.budget_map(a.store, a.map_steps, a.map_patience, model=name, **filters)
+        except ValueError as e:
+            raise SystemExit(f"--add-budget-map: {e}") from None
+        if not got["maps"]:
+            raise SystemExit(f"--add-budget-map: {a.store} holds no run of {name}"
+                             + (f" on {a.source}" if filters else "") + " with protocol settings")
+        b = bundles.load("cram", name, a.out)
+        when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        for mp in got["maps"]:
+            bundles.add_budget_map(b, dict(mp, created=when, command=command))
+        path = bundles.save(b, a.out)
+        for mp in got["maps"]:
+            print(f"{name}, m = {mp['m']}, {mp['source']} ({mp['run'][0]:,} / {mp['run'][1]:,}, "
+                  f"{mp['finished']} finished, {mp['kept']} open): " + "; ".join(bundles.budget_map_lines(mp)),
+                  flush=True)
+        print(f"-> {path}", flush=True)
+
+
 def _add_remeasure(a):
     """--add-remeasure: each folder's cramming bundle (another run of a model that has a shipped
     bundle: another protocol, targets or budget) kept in that shipped bundle, nothing measured."""
@@ -595,6 +629,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "crammed. --source picks the run where the store holds several")
     p.add_argument("--read-from", default=None, metavar="STEPS/PATIENCE",
                    help="--read-budget: the run's own budget, where --store holds several runs of one source")
+    p.add_argument("--add-budget-map", nargs="+", default=None, metavar="MODEL",
+                   help="keep in these models' bundles the n50 over --map-steps x --map-patience read from the "
+                        "run in --store (every m of it; --source picks one), nothing crammed; notebook 03 "
+                        "draws it")
+    p.add_argument("--map-steps", nargs="+", type=int, default=None, metavar="STEPS",
+                   help="--add-budget-map: the step budgets (the run's own is added)")
+    p.add_argument("--map-patience", nargs="+", type=int, default=None, metavar="P",
+                   help="--add-budget-map: the patiences (the run's own is added)")
     p.add_argument("--ladder-m", type=int, default=1, help="--add-budget-ladder: the m (default 1)")
     p.add_argument("--ladder-lengths", nargs="+", type=int, default=None, metavar="N",
                    help="--add-budget-ladder of a grid bundle: the lengths of the larger budgets "
@@ -630,6 +672,9 @@ def main(argv=None):
         _add_budget_ladder(a, command)
     elif a.add_remeasure and not a.table_only:
         _add_remeasure(a)
+    elif a.add_budget_map and not a.table_only:
+        a.source_given = any(x.split("=")[0] == "--source" for x in (argv if argv is not None else sys.argv[1:]))
+        _add_budget_map(a, p, command)
     elif a.read_budget and not a.table_only:
         _read_budget(a, p, command, list(argv if argv is not None else sys.argv[1:]))
     elif a.geometry_only and not a.table_only:

@@ -13,6 +13,7 @@ _APPS = {
     "CrammingApp": "nb02_cramming",
     "PredictedApp": "nb03_predicted",
     "SweepApp": "nb03_predicted",
+    "BudgetMapApp": "nb03_predicted",
     "SlopeApp": "nb04_slope",
     "GeometryApp": "nb05_geometry",
     "ModelGeometryApp": "nb05_geometry",

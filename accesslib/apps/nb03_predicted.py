@@ -628,3 +628,110 @@ class SweepApp(App):
             self.set_status(self.runner.stop_message)
         elif self._final_status:
             self.set_status(self._final_status)
+
+
+def optimiser_words(settings: dict) -> str:
+    """A run's optimiser in words: "[A]'s optimiser (AdamW, lr 0.01, betas 0.9 / 0.9, no schedule)"
+    where it is [A]'s, else its learning rate and schedule."""
+    from accesslib.engine.cramming import PROTOCOLS
+
+    paper = PROTOCOLS["paper"]
+    lr, sched = settings.get("lr"), settings.get("schedule")
+    same = (lr == paper["lr"] and list(settings.get("betas") or []) == list(paper["betas"])
+            and settings.get("weight_decay") == paper["weight_decay"] and sched == paper.get("schedule"))
+    if same:
+        return "[A]'s optimiser (AdamW, lr 0.01, betas 0.9 / 0.9, no schedule)"
+    return f"AdamW, lr {lr}" + (f", schedule {sched}" if sched else ", no schedule")
+
+
+def budget_map_models() -> list[str]:
+    """The models whose shipped bundle keeps a budget map (:func:`accesslib.results.bundles.add_budget_map`)."""
+    return [n for n in bundles.available("cram") if bundles.load("cram", n).get("budget_maps")]
+
+
+class BudgetMapApp(App):
+    """Which knob of the step budget limits a measured n50: one run's n50 over step budgets and
+    patiences (a bundle's ``budget_maps``, read from the run's strings), as lines (n50 against the
+    steps, one per patience) and as a table coloured by n50; [A]'s 3000 / 500 ringed. The readout
+    says, per patience, from which step budget n50 stops moving, and how it grows with patience."""
+
+    figsize = (10.5, 4.3)
+    export_name = "nb03-budget-map"
+    #: the budget ringed on both panels: [A]'s protocol
+    MARK = (PAPER_MAX_STEPS, 500)
+
+    def __init__(self, *, model=None, canvas="auto"):
+        super().__init__(canvas=canvas)
+        names = budget_map_models()
+        if not names:
+            raise ValueError("no shipped cramming bundle keeps a budget map; add one with scripts/make_bundles.py "
+                             "--add-budget-map MODEL --store RUN.sqlite --map-steps ... --map-patience ...")
+        self.model = W.Dropdown(options=names, value=model if model in names else names[0], description="model",
+                                style=_DESC, layout=W.Layout(width="300px"))
+        self.source = W.Dropdown(description="targets", style={"description_width": "60px"},
+                                 layout=W.Layout(width="260px"))
+        self.m = W.ToggleButtons(description="m", style={"description_width": "20px", "button_width": "44px"})
+        self.controls.children = [W.HBox([self.model, self.source, self.m],
+                                         layout=W.Layout(flex_flow="row wrap", align_items="center"))]
+        self.ax_lines, self.ax_grid = self.fig.add_subplot(1, 2, 1), self.fig.add_subplot(1, 2, 2)
+        self.fig.subplots_adjust(left=0.07, right=0.98, bottom=0.2, top=0.92, wspace=0.28)
+        self.model.observe(self._on_model, names="value")
+        self.source.observe(self._on_source, names="value")
+        self.m.observe(self.refresh, names="value")
+        self._on_model()
+
+    def _maps(self):
+        return self.bundle.get("budget_maps") or []
+
+    def _on_model(self, *_):
+        self.bundle = bundles.load("cram", self.model.value)
+        sources = list(dict.fromkeys(mp["source"] for mp in self._maps()))
+        with self.hold():
+            self.source.options = [(SHORT_TARGETS.get(s, s), s) for s in sources]
+            self.source.value = sources[0]
+        self._on_source()
+
+    def _on_source(self, *_):
+        ms = sorted({int(mp["m"]) for mp in self._maps() if mp["source"] == self.source.value})
+        with self.hold():
+            keep = self.m.value if self.m.value in ms else ms[0]
+            self.m.options = [(str(m), m) for m in ms]
+            self.m.value = keep
+        self.refresh()
+
+    def current_map(self) -> dict:
+        """The map shown: the selected model, targets and m."""
+        return next(mp for mp in self._maps() if mp["source"] == self.source.value and int(mp["m"]) == self.m.value)
+
+    def update(self):
+        mp = self.current_map()
+        cram_plots.draw_budget_map(self.ax_lines, self.ax_grid, mp, mark=self.MARK)
+        s0, p0 = mp["run"]
+        kept = (f"; {mp['kept']} still being crammed (steps {mp['kept_steps'][0]:,} to {mp['kept_steps'][1]:,}) "
+                f"when this map was read, {human_date(mp['created'], time=True)}" if mp["kept"] else "")
+        lines = bundles.budget_map_lines(mp, self.MARK)
+        self.readout.value = (
+            f"<div><b>{html.escape(mp['model'])}</b>, m = {mp['m']}, {html.escape(TARGETS.get(mp['source'], mp['source']))}"
+            f"; {html.escape(optimiser_words(mp.get('settings') or {}))}; every cell read from the same "
+            f"run of {s0:,} steps with patience {p0:,}: {mp['finished']} strings finished{html.escape(kept)}. "
+            f"A patience of P ends a string after P steps without a gain in teacher-forced accuracy.</div>"
+            "<ul style='margin:2px 0 0 0;padding-left:18px'>"
+            + "".join(f"<li>{html.escape(t)}</li>" for t in lines) + "</ul>")
+        self.values = dict(map=mp, lines=lines)
+        self.redraw()
+
+    def data_rows(self) -> list[dict]:
+        """Every cell of the map shown: steps, patience, n50 (decided) with its stderr, the least n50
+        open strings can end at, and the counts per length."""
+        mp = self.values["map"]
+        rows = []
+        for s, row in zip(mp["steps"], mp["cells"]):
+            for p, c in zip(mp["patiences"], row):
+                rg = (c or {}).get("range") or {}
+                rows.append(dict(model=mp["model"], m=mp["m"], source=mp["source"], max_steps=s, patience=p,
+                                 n50=(c or {}).get("n50"), stderr=(c or {}).get("stderr"),
+                                 n50_at_least=rg.get("low"), open_strings=sum((c or {}).get("open") or []),
+                                 lengths=" ".join(map(str, mp["lengths"])),
+                                 crammed=" ".join(map(str, (c or {}).get("successes") or [])),
+                                 totals=" ".join(map(str, mp["totals"])), read=mp.get("created")))
+        return rows

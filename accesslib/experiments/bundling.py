@@ -570,7 +570,7 @@ def least_shift(located, against):
     return min(shifts, default=None)
 
 
-def live_ladder(store, budgets, **filters) -> dict:
+def live_ladder(store, budgets, *, keep_strings: bool = False, **filters) -> dict:
     """n50 by step budget read from a run that may still be going: for each curve in ``store``
     (model, m, source, protocol; ``filters`` as :meth:`ResultsStore.rows` takes them), the curve
     as a run with each smaller (max_steps, patience) of ``budgets`` would have measured it
@@ -601,7 +601,9 @@ def live_ladder(store, budgets, **filters) -> dict:
     ``open`` per length: strings that may still cram; n50 and stderr None while any is open, and
     then ``if_all_fail`` and ``if_all_cram``: the rung if every open string failed, or crammed,
     and ``n50_range``: where n50 can still end (:func:`open_n50_range`, None past its limit);
-    ``unknown``: crammed strings whose smaller patience cannot be read; ``own``: the run's budget)."""
+    ``unknown``: crammed strings whose smaller patience cannot be read; ``own``: the run's budget).
+    ``keep_strings``: each curve also holds its strings, ``strings = {"rows": [...], "kept": [...]}``
+    (finished rows and kept states), for a caller that reads more from them (:func:`budget_map`)."""
     from accesslib.engine.cramming import kept_states
 
     if not isinstance(store, ResultsStore):
@@ -641,6 +643,8 @@ def live_ladder(store, budgets, **filters) -> dict:
         curve = dict(model=model, m=m, source=source, protocol_hash=ph, max_steps=None, patience=None,
                      finished=len(rows), kept=len(mine), kept_steps=(min(steps), max(steps)) if steps else None,
                      refused=[], rungs=[])
+        if keep_strings:
+            curve["strings"] = dict(rows=rows, kept=mine)
         out.append(curve)
         if "max_steps" not in settings or "patience" not in settings:
             curve["refused"] = [f"the store {store.path} has no protocol settings for {model}'s curve at m = {m} "
@@ -766,6 +770,119 @@ def open_slope_range(ms, rungs) -> dict | None:
         low = None if low is None or lo_term is None else low + ci * lo_term
         high = None if high is None or hi_term is None else high + ci * hi_term
     return dict(low=finite_or_none(low), high=finite_or_none(high))
+
+
+def budget_map(store, steps, patiences, **filters) -> dict:
+    """Which knob of a step budget limits n50: n50 over a grid of step budgets and patiences, read
+    from one run's strings (:func:`live_ladder` on every pair; the run's own steps and patience
+    join the axes, pairs past the run's are left out), also while the run is going.
+
+    Every cell is read from the same strings, so two cells differ only by the strings one lets
+    cram that the other stops first: down a column (more steps at one patience) n50 stops
+    changing once every string has crammed or run out of patience before the step cap, and that
+    step budget is where the column *settles*.
+
+    Returns ``{"maps": [...], "unclaimed", "unreadable"}`` (as :func:`live_ladder`); one map per
+    curve with model, m, source, protocol_hash, settings (the protocol's, as the store keeps them),
+    run ((max_steps, patience) of the run), finished,
+    kept, kept_steps, steps and patiences (the axes, ascending), lengths, totals (strings per
+    length), ``cells`` (one row per step budget, one cell per patience: :func:`_map_cell` with
+    ``cut`` and ``cut_unknown`` of :func:`cut_by_cap`, None
+    where the run cannot read that budget, e.g. a smaller patience of a run with patience on the
+    loss) and ``settled`` (per patience: the least step budget from which n50 no longer changes
+    up to the run's steps, None while strings are open at the run's steps or a cell is missing).
+    ValueError when no curve can read any budget of the grid (:func:`live_ladder`'s message)."""
+    steps = sorted({int(s) for s in steps})
+    patiences = sorted({int(p) for p in patiences})
+    if not steps or not patiences or min(steps + patiences) < 1:
+        raise ValueError(f"a budget map needs step budgets and patiences, whole numbers >= 1; got steps "
+                         f"{steps or 'none'} and patiences {patiences or 'none'}")
+    got = live_ladder(store, [(s, p) for s in steps for p in patiences], keep_strings=True, **filters)
+    runs = {(c["max_steps"], c["patience"]) for c in got["curves"] if c["max_steps"] is not None}
+    more_s, more_p = sorted(set(steps) | {a for a, _ in runs}), sorted(set(patiences) | {b for _, b in runs})
+    if (more_s, more_p) != (steps, patiences):   # again with each run's own steps and patience on the axes
+        got = live_ladder(store, [(s, p) for s in more_s for p in more_p], keep_strings=True, **filters)
+    maps = []
+    if not isinstance(store, ResultsStore):
+        store = ResultsStore(store)
+    store_settings = {c["protocol_hash"]: store.settings(c["protocol_hash"]) for c in got["curves"]}
+    for c in got["curves"]:
+        if c["max_steps"] is None:
+            continue
+        s0, p0 = c["max_steps"], c["patience"]
+        rungs = {(r["max_steps"], r["patience"]): r for r in c["rungs"]}
+        axis_s = sorted({s for s in steps if s <= s0} | {s0})
+        axis_p = sorted({p for p in patiences if p <= p0} | {p0})
+        cells = [[_map_cell(rungs.get((s, p))) for p in axis_p] for s in axis_s]
+        for s, row in zip(axis_s, cells):
+            for p, cell in zip(axis_p, row):
+                if cell is not None:
+                    cell["cut"], cell["cut_unknown"] = cut_by_cap(c["strings"], s, p, p0)
+        own = rungs[(s0, p0)]
+        maps.append(dict(model=c["model"], m=c["m"], source=c["source"], protocol_hash=c["protocol_hash"],
+                         settings=canonical(store_settings[c["protocol_hash"]]), run=(s0, p0), finished=c["finished"], kept=c["kept"], kept_steps=c["kept_steps"],
+                         steps=axis_s, patiences=axis_p, lengths=own["lengths"], totals=own["totals"],
+                         cells=cells, settled=[_settled(axis_s, [row[j] for row in cells])
+                                               for j in range(len(axis_p))]))
+    return dict(maps=maps, unclaimed=got["unclaimed"], unreadable=got["unreadable"])
+
+
+def cut_by_cap(strings: dict, max_steps: int, patience: int, patience0: int) -> tuple[int, int]:
+    """How many of a curve's strings (``{"rows", "kept"}`` of :func:`live_ladder` with
+    ``keep_strings``; a run with patience ``patience0``) a budget of ``max_steps`` / ``patience``
+    would end at its step cap while still gaining: not crammed by then, and its best teacher-forced
+    accuracy rose within the last ``patience`` steps (:func:`patience_stop` falls after the cap).
+    Only such strings can cram with more steps at that patience, so none cut means n50 at that
+    patience cannot move with more steps. Returns (cut, unknown): unknown counts strings that
+    cannot be told yet (still being crammed short of that budget) or at all (no accuracy history)."""
+    cut = unknown = 0
+    for row in strings["rows"]:
+        crammed = finished_under(row, max_steps, patience, patience0)
+        history = row.get("accuracy_history")
+        if crammed is None or (not crammed and not history):
+            unknown += 1
+        elif not crammed:
+            cut += patience_stop(history, patience) > max_steps
+    for state in strings["kept"]:
+        history = state.get("accuracy_history")
+        if not ended_under(state["step"], history, max_steps, patience) or not history:
+            unknown += 1           # open short of this budget, or nothing known of its patience
+        else:
+            cut += patience_stop(history, patience) > max_steps
+    return cut, unknown
+
+
+def _map_cell(rung: dict | None) -> dict | None:
+    """A :func:`budget_map` cell from a :func:`live_ladder` rung: successes and open (per length),
+    n50 and stderr (or the one-sided n50_above / n50_below) once decided; while strings are open,
+    where n50 can still end (low, high, above, below of :func:`open_n50_range`, None past its
+    limit); None for a budget the run cannot read."""
+    if rung is None:
+        return None
+    cell = dict(successes=list(rung["successes"]), open=list(rung.get("open") or [0] * len(rung["successes"])),
+                n50=rung.get("n50"), stderr=rung.get("stderr"))
+    for k in ("n50_above", "n50_below"):
+        if rung.get(k) is not None:
+            cell[k] = rung[k]
+    rg = rung.get("n50_range")
+    if any(cell["open"]) or rung.get("unknown"):
+        cell["n50"] = cell["stderr"] = None
+        cell["range"] = {k: rg[k] for k in ("low", "high", "above", "below")} if rg else None
+    return cell
+
+
+def _settled(steps, column) -> int | None:
+    """The least of ``steps`` from which a :func:`budget_map` column's cells (one per step budget)
+    all hold the same counts, every string decided; None where its last cell is open or missing."""
+    last = column[-1]
+    if last is None or any(last["open"]) or "range" in last:
+        return None
+    at = steps[-1]
+    for s, cell in zip(reversed(steps[:-1]), reversed(column[:-1])):
+        if cell is None or any(cell["open"]) or cell["successes"] != last["successes"]:
+            break
+        at = s
+    return at
 
 
 def read_budget_bundle(store, model: str, max_steps: int, patience: int, *, source: str | None = None,

@@ -162,3 +162,119 @@ def plot_ladder(ax, curve, labels=None):
     order = sorted(range(len(texts)), key=lambda j: texts[j].startswith("strings still"))   # the note last
     ax.legend([handles[j] for j in order], [texts[j] for j in order], fontsize=7.5, loc="upper left",
               bbox_to_anchor=(0.0, -0.16), frameon=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# a budget map read from a run: n50 over step budgets x patiences (which knob limits n50)
+# ---------------------------------------------------------------------------------------------
+def _cell_point(cell):
+    """(n50, stderr, is_lower_bound) of a budget map cell for the lines panel, or None: a decided
+    n50, or the least n50 its open strings can end at (a lower bound)."""
+    if cell is None:
+        return None
+    if cell.get("n50") is not None:
+        return cell["n50"], cell.get("stderr") or 0.0, False
+    rg = cell.get("range")
+    if "range" in cell and rg and rg.get("low") is not None and not rg.get("below"):
+        return rg["low"], 0.0, True
+    return None
+
+
+def draw_budget_map(ax_lines, ax_grid, mp, mark=None):
+    """A :func:`accesslib.experiments.bundling.budget_map` map on two axes, cleared first (its
+    grid differs from map to map). ``ax_lines``: n50 against the step budget (log axis), one line
+    per patience (light to dark: larger patience); a hollow marker with an arrow up where strings
+    are still open (the least n50 they can end at). ``ax_grid``: the same cells as a table
+    coloured by n50, open cells hatched. ``mark`` (steps, patience): a budget ringed on both (e.g.
+    [A]'s 3000 / 500)."""
+    from accesslib.results.bundles import map_cell_text
+
+    steps, pats, cells = mp["steps"], mp["patiences"], mp["cells"]
+    ax_lines.clear()
+    ax_grid.clear()
+    k = len(pats)
+    for j, p in enumerate(pats):
+        col = budget_color(j, k)
+        pts = [(s, _cell_point(row[j])) for s, row in zip(steps, cells)]
+        pts = [(s, q) for s, q in pts if q is not None]
+        if not pts:
+            continue
+        nudge = 1.035 ** (j - (k - 1) / 2)   # side by side at each step budget
+        pts = [(s * nudge, q) for s, q in pts]
+        ys = [q[0] for _, q in pts]
+        ax_lines.plot([s for s, _ in pts], ys, color=col, lw=1.2, label=f"patience {p:,}")
+        firm = [(s, q) for s, q in pts if not q[2]]
+        if firm:
+            ax_lines.errorbar([s for s, _ in firm], [q[0] for _, q in firm], yerr=[q[1] for _, q in firm],
+                              color=col, **STYLE["marker"])
+        low = [(s, q) for s, q in pts if q[2]]
+        if low:
+            ax_lines.plot([s for s, _ in low], [q[0] for _, q in low], ls="none", marker="o", ms=7, mfc="white",
+                          mec=col, mew=1.3)
+            ax_lines.plot([s for s, _ in low], [q[0] for _, q in low], ls="none", marker=r"$\uparrow$", ms=11,
+                          color=col, transform=ax_lines.transData + _lift(ax_lines, 11))
+    ax_lines.set_xscale("log")
+    tops = [q[0] + q[1] for row in cells for c in row for q in [_cell_point(c)] if q is not None]
+    if tops:   # room above for the arrows of open strings
+        lo, hi = ax_lines.get_ylim()
+        ax_lines.set_ylim(lo, max(hi, max(tops) + 0.22 * (max(tops) - lo)))
+    ax_lines.set_xticks(steps)
+    ax_lines.set_xticklabels([f"{s:,}" for s in steps], rotation=45, ha="right", fontsize=8)
+    ax_lines.minorticks_off()
+    ax_lines.set_xlabel("step budget (steps)")
+    ax_lines.set_ylabel("n50 (tokens)")
+    ax_lines.set_title("n50 against the step budget, one line per patience", fontsize=STYLE["font"])
+    if any(_cell_point(c) and _cell_point(c)[2] for row in cells for c in row):
+        ax_lines.plot([], [], ls="none", marker="o", ms=7, mfc="white", mec=COLORS["reference"],
+                      label="strings still open: n50 at least")
+    if mark is not None and mark[0] in steps and mark[1] in pats:
+        q = _cell_point(cells[steps.index(mark[0])][pats.index(mark[1])])
+        if q is not None:
+            ax_lines.plot([mark[0]], [q[0]], ls="none", marker="o", ms=15, mfc="none", mec=COLORS["current"],
+                          mew=1.2, label=f"{mark[0]:,} / {mark[1]:,} ([A]'s)")
+    ax_lines.legend(fontsize=7.5, loc="upper left", frameon=False)
+
+    vals = np.array([[c["n50"] if c is not None and c.get("n50") is not None else np.nan for c in row]
+                     for row in cells], float)
+    shown = np.ma.masked_invalid(vals)
+    ax_grid.imshow(shown, origin="lower", cmap="Blues", aspect="auto",
+                   vmin=np.nanmin(vals) * 0.8 if np.isfinite(vals).any() else 0,
+                   vmax=np.nanmax(vals) * 1.25 if np.isfinite(vals).any() else 1)
+    hi = np.nanmax(vals) if np.isfinite(vals).any() else 0
+    for i, row in enumerate(cells):
+        for j, c in enumerate(row):
+            text = map_cell_text(c, mp["lengths"])
+            dark = c is not None and c.get("n50") is not None and c["n50"] > 0.55 * hi + 0.45 * np.nanmin(vals)
+            if c is None or c.get("n50") is None:
+                ax_grid.add_patch(_hatch(j, i))
+            ax_grid.text(j, i + (0.12 if c and c.get("cut") else 0), text, ha="center", va="center", fontsize=8,
+                         color="white" if dark else "black")
+            if c and c.get("cut"):   # strings this step cap stopped while they were still gaining
+                ax_grid.text(j, i - 0.24, f"{c['cut']}{'+' if c.get('cut_unknown') else ''} cut", ha="center",
+                             va="center", fontsize=6.5, color="white" if dark else COLORS["reference"])
+    if mark is not None and mark[0] in steps and mark[1] in pats:
+        import matplotlib.patches as mpatches
+        ax_grid.add_patch(mpatches.Rectangle((pats.index(mark[1]) - 0.5, steps.index(mark[0]) - 0.5), 1, 1,
+                                             fill=False, ec=COLORS["current"], lw=2.0))
+    ax_grid.set_xticks(range(len(pats)))
+    ax_grid.set_xticklabels([f"{p:,}" for p in pats], fontsize=8)
+    ax_grid.set_yticks(range(len(steps)))
+    ax_grid.set_yticklabels([f"{s:,}" for s in steps], fontsize=8)
+    ax_grid.set_xlabel("patience (steps without progress)")
+    ax_grid.set_ylabel("step budget")
+    ax_grid.set_title("n50 at each budget (≥: strings still open; cut: stopped\nby the step cap while still "
+                      "gaining accuracy)", fontsize=STYLE["font"] - 1)
+
+
+def _lift(ax, points):
+    """A transform that moves a marker ``points`` up (the arrow above a lower bound)."""
+    import matplotlib.transforms as mtransforms
+
+    return mtransforms.ScaledTranslation(0, points / 72, ax.figure.dpi_scale_trans)
+
+
+def _hatch(j, i):
+    """The hatched square of a budget map cell without a decided n50."""
+    import matplotlib.patches as mpatches
+
+    return mpatches.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", ec="0.8", lw=0)

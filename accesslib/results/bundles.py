@@ -224,6 +224,23 @@ def add_remeasure(bundle: dict, run: dict, origin: str) -> dict:
     return rec
 
 
+def add_budget_map(bundle: dict, mp: dict) -> dict:
+    """``bundle`` with ``mp`` (a map of :func:`accesslib.experiments.bundling.budget_map`, of the
+    bundle's model) under ``"budget_maps"``, in place of an earlier map of the same curve (source,
+    protocol and m: a run read again as it went on); kept sorted by source, protocol and m. JSON
+    round-tripped (tuples become lists); returns the record."""
+    if mp.get("model") != bundle.get("model"):
+        raise ValueError(f"the budget map is of model {mp.get('model')!r}, the bundle of {bundle.get('model')!r}")
+    rec = json.loads(json.dumps(mp))
+
+    def key(r):
+        return r["source"], r["protocol_hash"], int(r["m"])
+
+    kept = [r for r in bundle.get("budget_maps") or [] if key(r) != key(rec)]
+    bundle["budget_maps"] = sorted(kept + [rec], key=key)
+    return rec
+
+
 def budget_words(max_steps, patience) -> str:
     """A budget in a label: "9,000 / 1,500", "9,000 steps" without a patience, "?" without steps."""
     if max_steps is None:
@@ -430,6 +447,93 @@ def ladder_text(bundle: dict, own: str = "shipped") -> str:
     else:
         text += " No rung has a larger budget to settle it yet."
     return text
+
+
+def map_cell_text(cell: dict | None, lengths, *, stderr: bool = False) -> str:
+    """A budget map cell (:func:`accesslib.experiments.bundling.budget_map`) in a few characters:
+    "20.1" (with " ± 1.8" where ``stderr``), "> 46" / "< 10" for a one-sided n50, "≥ 42.9" while
+    strings are open (the least n50 they can end at; "> 108" where every way puts it past the
+    lengths), "open" where that cannot be said, "-" for a budget the run cannot read."""
+    if cell is None:
+        return "-"
+    rg = cell.get("range")
+    if "range" in cell:
+        if rg and rg.get("below"):
+            return "open"
+        if rg and rg.get("low") is not None:
+            return f"≥ {rg['low']:.1f}"
+        if rg and rg.get("above"):
+            return f"> {max(lengths)}"
+        return "open"
+    if cell.get("n50") is not None:
+        return f"{cell['n50']:.1f}" + (f" ± {cell['stderr']:.1f}" if stderr and cell.get("stderr") is not None else "")
+    if cell.get("n50_above") is not None:
+        return f"> {cell['n50_above']}"
+    if cell.get("n50_below") is not None:
+        return f"< {cell['n50_below']}"
+    return "not located"
+
+
+def cap_text(mp: dict, steps: int, patience: int, name: str) -> str:
+    """What the step cap of one budget of a map did ("cut" of
+    :func:`accesslib.experiments.bundling.cut_by_cap`), named ``name`` ("[A]'s 3,000 / 500"):
+    whether it stopped strings that were still gaining accuracy; "" where the map lacks it."""
+    if steps not in mp["steps"] or patience not in mp["patiences"]:
+        return ""
+    cell = mp["cells"][mp["steps"].index(steps)][mp["patiences"].index(patience)]
+    if cell is None or cell.get("cut") is None:
+        return ""
+    total = sum(mp["totals"])
+    cut, unknown = cell["cut"], cell.get("cut_unknown") or 0
+    if cut == 0 and unknown == 0:
+        return (f"{name}: its {steps:,}-step cap stopped none of the {total} strings while still gaining accuracy "
+                f"(each crammed or ran out of patience first), so more steps cannot move n50 at patience "
+                f"{patience:,}")
+    if cut == 0:
+        return (f"{name}: whether its {steps:,}-step cap stops strings still gaining accuracy cannot be told yet "
+                f"({unknown} of the {total} are still being crammed short of it)")
+    text = (f"{name}: its {steps:,}-step cap stopped {'at least ' if unknown else ''}{cut} of the {total} strings "
+            f"while still gaining accuracy (within their patience of {patience:,})")
+    if unknown:
+        return text + f"; {unknown} cannot be told yet"
+    settled = mp["settled"][mp["patiences"].index(patience)]
+    if settled is not None and settled <= steps and steps < mp["steps"][-1]:
+        return text + ("; none of them crammed" if cut > 1 else "; it did not cram") + (
+            f" with more steps (n50 the same up to {mp['steps'][-1]:,})")
+    return text + (", so more steps could still cram " + ("them" if cut > 1 else "it") if steps == mp["steps"][-1]
+                   or settled is None else "")
+
+
+def budget_map_lines(mp: dict, mark=None) -> list[str]:
+    """A budget map in sentences: per patience, where n50 stops moving as the steps grow (or that
+    it still moves, or is not decided, at the run's steps); then n50 by patience at the run's
+    steps; then what the step cap did at ``mark`` ((steps, patience): [A]'s, :func:`cap_text`)."""
+    steps, pats, cells, lengths = mp["steps"], mp["patiences"], mp["cells"], mp["lengths"]
+    s0 = steps[-1]
+    out = []
+    for j, p in enumerate(pats):
+        col = [row[j] for row in cells]
+        at = mp["settled"][j]
+        if col[-1] is None:
+            out.append(f"patience {p:,}: cannot be read from this run")
+        elif at is None:
+            out.append(f"patience {p:,}: not decided at {s0:,} steps (n50 {map_cell_text(col[-1], lengths)}, "
+                       "strings still being crammed)")
+        elif at == s0 and len(steps) > 1:
+            prev = col[-2]
+            out.append(f"patience {p:,}: still moving at {s0:,} steps ({map_cell_text(prev, lengths)} at "
+                       f"{steps[-2]:,}, {map_cell_text(col[-1], lengths)} at {s0:,})")
+        else:
+            first = " (the least read)" if at == steps[0] else ""
+            out.append(f"patience {p:,}: settled from {at:,} steps{first}: n50 {map_cell_text(col[-1], lengths)} "
+                       f"up to {s0:,}")
+    row = cells[-1]
+    out.append(f"at {s0:,} steps, n50 by patience: " + ", ".join(
+        f"{map_cell_text(c, lengths)} ({p:,})" for p, c in zip(pats, row)))
+    if mark is not None and tuple(mark) != tuple(mp["run"]):
+        out.append(cap_text(mp, *mark, f"[A]'s {mark[0]:,} / {mark[1]:,}"))
+    out.append(cap_text(mp, *mp["run"], f"the run's {mp['run'][0]:,} / {mp['run'][1]:,}"))
+    return [t for t in out if t]
 
 
 def _budget_status(rows, same_patience=None) -> tuple[str, str]:
