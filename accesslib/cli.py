@@ -922,7 +922,7 @@ def _run_store_map(args) -> int:
     for flag, values in (("--steps", args.steps), ("--patience", args.patience)):
         bad = [v for v in values if v < 1]
         if bad:
-            fail(flag, "whole numbers >= 1", " ".join(map(str, bad)))
+            fail(flag, "whole numbers >= 1", bad[0])
     mark = _parse_budgets([args.mark], "--mark")[0]
     plot = None
     if args.plot:
@@ -930,10 +930,7 @@ def _run_store_map(args) -> int:
         if not plot.lower().endswith((".png", ".svg", ".pdf")):
             fail("--plot", "a file ending in .png, .svg or .pdf", args.plot)
     store = _open_store(args.store)
-    try:
-        got = budget_map(store, args.steps, args.patience, **_store_filters(args))
-    except ValueError as e:
-        raise SystemExit(f"accesslib store map: {e}") from None
+    got = budget_map(store, args.steps, args.patience, **_store_filters(args))
     if not got["maps"]:
         print(f"store {store.path}: no curve with protocol settings" + (" matches the filters"
                                                                       if _store_filters(args) else ""))
@@ -965,10 +962,11 @@ def _plot_maps(maps, path, mark) -> None:
     import matplotlib.pyplot as plt
 
     from accesslib.plots.cramming import draw_budget_map
+    from accesslib.results.bundles import map_texts
 
     fig, axes = plt.subplots(len(maps), 2, figsize=(11, 4.4 * len(maps)), squeeze=False, layout="constrained")
     for (a, b), mp in zip(axes, maps):
-        draw_budget_map(a, b, mp, mark=mark)
+        draw_budget_map(a, b, mp, map_texts(mp), mark=mark)
         a.set_title(f"{mp['model']}, m = {mp['m']}, {mp['source']}: n50 against the step budget",
                     fontsize=a.title.get_fontsize())
     fig.savefig(path, dpi=120, facecolor="white")

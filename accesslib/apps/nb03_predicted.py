@@ -674,7 +674,7 @@ class BudgetMapApp(App):
         self.controls.children = [W.HBox([self.model, self.source, self.m],
                                          layout=W.Layout(flex_flow="row wrap", align_items="center"))]
         self.ax_lines, self.ax_grid = self.fig.add_subplot(1, 2, 1), self.fig.add_subplot(1, 2, 2)
-        self.fig.subplots_adjust(left=0.07, right=0.98, bottom=0.2, top=0.92, wspace=0.28)
+        self.fig.subplots_adjust(left=0.07, right=0.98, bottom=0.2, top=0.87, wspace=0.28)
         self.model.observe(self._on_model, names="value")
         self.source.observe(self._on_source, names="value")
         self.m.observe(self.refresh, names="value")
@@ -705,7 +705,7 @@ class BudgetMapApp(App):
 
     def update(self):
         mp = self.current_map()
-        cram_plots.draw_budget_map(self.ax_lines, self.ax_grid, mp, mark=self.MARK)
+        cram_plots.draw_budget_map(self.ax_lines, self.ax_grid, mp, bundles.map_texts(mp), mark=self.MARK)
         s0, p0 = mp["run"]
         kept = (f"; {mp['kept']} still being crammed (steps {mp['kept_steps'][0]:,} to {mp['kept_steps'][1]:,}) "
                 f"when this map was read, {human_date(mp['created'], time=True)}" if mp["kept"] else "")

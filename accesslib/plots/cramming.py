@@ -180,15 +180,14 @@ def _cell_point(cell):
     return None
 
 
-def draw_budget_map(ax_lines, ax_grid, mp, mark=None):
+def draw_budget_map(ax_lines, ax_grid, mp, texts, mark=None):
     """A :func:`accesslib.experiments.bundling.budget_map` map on two axes, cleared first (its
     grid differs from map to map). ``ax_lines``: n50 against the step budget (log axis), one line
     per patience (light to dark: larger patience); a hollow marker with an arrow up where strings
     are still open (the least n50 they can end at). ``ax_grid``: the same cells as a table
-    coloured by n50, open cells hatched. ``mark`` (steps, patience): a budget ringed on both (e.g.
-    [A]'s 3000 / 500)."""
-    from accesslib.results.bundles import map_cell_text
-
+    coloured by n50, open cells hatched, each cell reading its entry of ``texts`` (one row per step
+    budget: :func:`accesslib.results.bundles.map_texts`). ``mark`` (steps, patience): a budget
+    ringed on both (e.g. [A]'s 3000 / 500)."""
     steps, pats, cells = mp["steps"], mp["patiences"], mp["cells"]
     ax_lines.clear()
     ax_grid.clear()
@@ -232,7 +231,7 @@ def draw_budget_map(ax_lines, ax_grid, mp, mark=None):
         if q is not None:
             ax_lines.plot([mark[0]], [q[0]], ls="none", marker="o", ms=15, mfc="none", mec=COLORS["current"],
                           mew=1.2, label=f"{mark[0]:,} / {mark[1]:,} ([A]'s)")
-    ax_lines.legend(fontsize=7.5, loc="upper left", frameon=False)
+    ax_lines.legend(fontsize=7.5, loc="best", frameon=False)
 
     vals = np.array([[c["n50"] if c is not None and c.get("n50") is not None else np.nan for c in row]
                      for row in cells], float)
@@ -243,7 +242,7 @@ def draw_budget_map(ax_lines, ax_grid, mp, mark=None):
     hi = np.nanmax(vals) if np.isfinite(vals).any() else 0
     for i, row in enumerate(cells):
         for j, c in enumerate(row):
-            text = map_cell_text(c, mp["lengths"])
+            text = texts[i][j]
             dark = c is not None and c.get("n50") is not None and c["n50"] > 0.55 * hi + 0.45 * np.nanmin(vals)
             if c is None or c.get("n50") is None:
                 ax_grid.add_patch(_hatch(j, i))

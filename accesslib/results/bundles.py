@@ -474,6 +474,12 @@ def map_cell_text(cell: dict | None, lengths, *, stderr: bool = False) -> str:
     return "not located"
 
 
+def map_texts(mp: dict) -> list[list[str]]:
+    """Every cell of a budget map in a few characters (:func:`map_cell_text`), one row per step
+    budget: what :func:`accesslib.plots.cramming.draw_budget_map` writes in its table."""
+    return [[map_cell_text(c, mp["lengths"]) for c in row] for row in mp["cells"]]
+
+
 def cap_text(mp: dict, steps: int, patience: int, name: str) -> str:
     """What the step cap of one budget of a map did ("cut" of
     :func:`accesslib.experiments.bundling.cut_by_cap`), named ``name`` ("[A]'s 3,000 / 500"):

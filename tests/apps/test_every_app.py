@@ -19,7 +19,7 @@ from conftest import texts_inside
 pytest.importorskip("torch")
 
 APPS = [("nb01_bounds", "BoundsApp"), ("nb02_cramming", "CrammingApp"), ("nb03_predicted", "PredictedApp"),
-        ("nb03_predicted", "SweepApp"), ("nb04_slope", "SlopeApp"), ("nb05_geometry", "GeometryApp"),
+        ("nb03_predicted", "SweepApp"), ("nb03_predicted", "BudgetMapApp"), ("nb04_slope", "SlopeApp"), ("nb05_geometry", "GeometryApp"),
         ("nb05_geometry", "ModelGeometryApp"), ("nb06_copy", "CopyApp"), ("nb07_packing", "PackingApp"),
         ("nb07_packing", "PrecisionApp"), ("nb08_meanfield", "MeanFieldApp"), ("nb09_beyond", "BeyondApp")]
 

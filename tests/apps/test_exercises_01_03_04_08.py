@@ -588,3 +588,84 @@ def test_03_q8_smollm2_remeasured_under_the_published_protocol():
          "m = 3 lies below the line through m = 1 and 2 (65.7 and 41.1)",
          "a vector holds nearly twice as many tokens of words as of random ids (21.2 ± 2.3 against 11.4 ± 1.4, "
          "3.7 combined standard errors apart)")
+
+
+@pytest.fixture(scope="module")
+def map03():
+    pytest.importorskip("torch")
+    from accesslib.apps.nb03_predicted import BudgetMapApp
+
+    return BudgetMapApp(canvas="agg")
+
+
+def _cell(app, steps, patience):
+    mp = app.values["map"]
+    return mp["cells"][mp["steps"].index(steps)][mp["patiences"].index(patience)]
+
+
+def _column(app, patience):
+    mp = app.values["map"]
+    return [(s, row[mp["patiences"].index(patience)]) for s, row in zip(mp["steps"], mp["cells"])]
+
+
+def test_03_q9_at_the_papers_patience_more_steps_do_not_move_n50_at_m1(map03):
+    """Q9: words, m = 1: at patience 500 n50 is 20.1 from 2,000 steps up to 9,000; [A]'s cap stopped
+    1 of 30 strings still gaining, which did not cram later; tokens: the cap stopped none of 42 and
+    n50 is 12.8 from 2,000 steps on, as the separate 9000 / 500 run measured; n50 by patience at
+    9,000 steps."""
+    app = map03
+    assert app.model.value == "smollm2-135m"
+    app.source.value, app.m.value = "glove100k", 1
+    mp = app.values["map"]
+    assert (mp["source"], mp["m"], tuple(mp["run"]), mp["finished"], mp["kept"]) == ("glove100k", 1, (9000, 1500), 30, 0)
+    col = _column(app, 500)
+    assert [round(c["n50"], 1) for s, c in col if s >= 2000] == [20.1] * (len(col) - 2)
+    assert [s for s, _ in col][:2] == [500, 1000] and round(col[1][1]["n50"], 1) < 20.1
+    assert mp["settled"][mp["patiences"].index(500)] == 2000
+    ours = _cell(app, 3000, 500)
+    assert (ours["cut"], ours["cut_unknown"], sum(mp["totals"])) == (1, 0, 30)
+    assert _cell(app, 9000, 500)["successes"] == ours["successes"]        # that string did not cram later
+    assert ("[A]'s 3,000 / 500: its 3,000-step cap stopped 1 of the 30 strings while still gaining accuracy "
+            "(within their patience of 500); it did not cram with more steps (n50 the same up to 9,000)") in app.values["lines"]
+    assert [round(_cell(app, 9000, p)["n50"], 1) for p in (100, 250, 500, 1000, 1500)] == [14.1, 15.1, 20.1, 24.4, 30.7]
+    assert "1 of the 30 strings" in app.readout.value
+    app.source.value = "tokens"
+    assert app.m.value == 1
+    tok = app.values["map"]
+    assert (tok["finished"], tok["kept"], sum(tok["totals"])) == (42, 0, 42)
+    assert (_cell(app, 3000, 500)["cut"], _cell(app, 3000, 500)["cut_unknown"]) == (0, 0)
+    assert tok["settled"][tok["patiences"].index(500)] == 2000 and round(_cell(app, 3000, 500)["n50"], 1) == 12.8
+    assert [round(_cell(app, 9000, p)["n50"], 1) for p in (250, 500, 1000, 1500)] == [10.1, 12.8, 13.5, 15.6]
+    # the separate run of question 8 (9,000 steps, patience 500) measured the same 12.8
+    sep = next(r for r in app.bundle["remeasured"] if r["source"] == "tokens" and not r.get("read_from")
+               and r["settings"]["patience"] == 500)
+    assert sep["settings"]["max_steps"] == 9000
+    assert round(next(c for c in sep["curves"] if c["m"] == 1)["n50"], 1) == 12.8
+    says(answers("03-predicted-vs-measured.ipynb"), "n50 is 20.1 from there up to 9,000",
+         "[A]'s 3,000-step cap stopped 1 of the 30 strings", "the cap stopped none of the 42 strings",
+         "n50 stays 12.8 from 2,000 steps on", "measured the same 12.8", "14.1, 15.1, 20.1, 24.4 and 30.7 for patience "
+         "100, 250, 500, 1,000 and 1,500 (random tokens: 10.1, 12.8, 13.5 and 15.6 for 250 to 1,500)")
+
+
+def test_03_q10_at_m2_and_m3_the_papers_step_cap_binds(map03):
+    """Q10: [A]'s cap stopped 9 / 30 and 11 / 30 word strings at m = 2 and 3, 3 / 36 and 12 / 36
+    token strings, all still gaining within patience 500; the cells above the ring are open;
+    patience 100 and 250 settle by 2,000 steps at every m on both sources."""
+    app = map03
+    want = {("glove100k", 2): (9, 30), ("glove100k", 3): (11, 30), ("tokens", 2): (3, 36), ("tokens", 3): (12, 36)}
+    for (source, m), (cut, total) in want.items():
+        app.source.value, app.m.value = source, m
+        cell = _cell(app, 3000, 500)
+        assert (cell["cut"], cell["cut_unknown"], sum(app.values["map"]["totals"])) == (cut, 0, total), (source, m)
+        assert f"stopped {cut} of the {total} strings while still gaining accuracy" in app.readout.value
+        above = _cell(app, 4500, 500)
+        assert "range" in above and any(above["open"])          # hatched "≥": still being crammed
+    for source in ("glove100k", "tokens"):
+        app.source.value = source
+        for m in (1, 2, 3):
+            app.m.value = m
+            mp = app.values["map"]
+            assert all(mp["settled"][mp["patiences"].index(p)] <= 2000 for p in (100, 250)), (source, m)
+    says(answers("03-predicted-vs-measured.ipynb"), "At m = 2 [A]'s 3,000-step cap stopped 9 of the 30 word strings",
+         "and 11 of 30 at m = 3", "it stopped 3 of 36 and 12 of 36",
+         "with 100 and 250, n50 stops moving by 2,000 steps at every m, on both sources")

@@ -727,3 +727,45 @@ def test_one_m_bundle_sets_the_bound_at_that_m_against_its_n50(tmp_path, monkeyp
     rows = [r for r in app.data_rows() if r["panel"] == "predicted slope"]
     assert {r["bound"]: r["n_star_over_n50"] for r in rows}["ball"] == pytest.approx(ball / c1["n50"])
     assert all(r["C_over_a"] is None for r in rows)
+
+
+def test_the_budget_map_app_shows_every_map_and_offers_its_cells(tmp_path, monkeypatch):
+    """Every map of the shipped bundle (each targets x m): the figure's texts inside, its lines and
+    table drawn from that map, the readout naming its conditions and what [A]'s cap did, and the
+    data rows one per cell; without any map the page says how to make one."""
+    from conftest import texts_inside
+
+    from accesslib.apps.nb03_predicted import BudgetMapApp, budget_map_models
+
+    assert budget_map_models() == ["smollm2-135m"]
+    app = BudgetMapApp(canvas="agg")
+    assert app.last_error is None, app.last_error
+    seen = set()
+    for source, _ in [(v, k) for k, v in app.source.options]:
+        app.source.value = source
+        for _, m in app.m.options:
+            app.m.value = m
+            mp = app.values["map"]
+            assert (mp["source"], mp["m"]) == (source, m) and app.last_error is None
+            seen.add((source, m))
+            texts_inside(app.fig)
+            table = [t.get_text() for t in app.ax_grid.texts if "cut" not in t.get_text()]
+            assert table == [t for row in bundles.map_texts(mp) for t in row]
+            assert app.ax_lines.get_xscale() == "log" and list(app.ax_lines.get_xticks()) == mp["steps"]
+            assert "[A]&#x27;s optimiser (AdamW, lr 0.01" in app.readout.value
+            assert "[A]&#x27;s 3,000 / 500: its 3,000-step cap" in app.readout.value
+            rows = app.data_rows()
+            assert len(rows) == len(mp["steps"]) * len(mp["patiences"])
+            r = next(r for r in rows if (r["max_steps"], r["patience"]) == (3000, 500))
+            c = mp["cells"][mp["steps"].index(3000)][mp["patiences"].index(500)]
+            assert (r["n50"], r["open_strings"]) == (c["n50"], sum(c["open"]))
+    assert seen == {(s, m) for s in ("glove100k", "tokens") for m in (1, 2, 3)}
+    assert "max_steps,patience,n50" in app.data_csv().splitlines()[0].replace("model,m,source,", "")
+    empty = tmp_path / "b"
+    b = bundles.load("cram", "smollm2-135m")
+    b.pop("budget_maps")
+    bundles.save(b, empty)
+    monkeypatch.setattr(bundles, "bundle_dir", lambda: empty)
+    with pytest.raises(ValueError, match="no shipped cramming bundle keeps a budget map; add one with "
+                                         "scripts/make_bundles.py --add-budget-map"):
+        BudgetMapApp(canvas="agg")

@@ -1,0 +1,216 @@
+"""The budget map: n50 over step budgets x patiences read from one run, the strings each step cap
+stops while they are still gaining, its words, its command line, its bundle record and its plot."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+from accesslib.cli import main  # noqa: E402
+from accesslib.experiments import bundling  # noqa: E402
+from accesslib.results import bundles  # noqa: E402
+from accesslib.results.store import ResultsStore  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+STORES = ROOT / "benchmarks" / "runs" / "stores"
+SCRIPT = str(ROOT / "scripts" / "make_bundles.py")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Copies of the committed snapshots of SmolLM2-135M's two runs on the same 42 random-token
+    strings at m = 1 under [A]'s protocol: patience 500 (9000 steps) and patience 1500 (9000
+    steps). Opened as copies: a committed snapshot is never written."""
+    d = tmp_path_factory.mktemp("runs")
+    for name in ("smol-paper-tokens.sqlite", "smol-tokens-9k.sqlite"):
+        shutil.copyfile(STORES / name, d / name)
+    return d
+
+
+def _counts(rows, lengths):
+    return [sum(1 for r in rows if int(r["n"]) == n and r["success"]) for n in lengths]
+
+
+def test_patience_500_read_from_the_1500_run_is_the_500_run_and_its_cap_never_binds(runs):
+    """Read from the patience-1500 run, every step budget from 2000 up at patience 500 crams
+    exactly the strings the separate patience-500 run crammed; [A]'s 3000-step cap stops none of
+    them while still gaining (the 500 run never needed more than 3000 steps), so that column is
+    settled by 2000 steps; the patience moves n50, the steps past 2000 do not."""
+    got = bundling.budget_map(runs / "smol-tokens-9k.sqlite", [1000, 2000, 3000, 4500], [250, 500, 1000], m=1)
+    (mp,) = got["maps"]
+    assert (mp["model"], mp["m"], mp["source"], tuple(mp["run"])) == ("smollm2-135m", 1, "tokens", (9000, 1500))
+    assert mp["steps"] == [1000, 2000, 3000, 4500, 9000] and mp["patiences"] == [250, 500, 1000, 1500]
+    assert mp["settings"]["lr"] == 0.01 and mp["settings"]["patience_on"] == "accuracy"
+    five = ResultsStore(runs / "smol-paper-tokens.sqlite").rows()
+    assert len(five) == 42 and max(int(r["steps"]) for r in five) <= 3000
+    want = _counts(five, mp["lengths"])
+    col = [row[mp["patiences"].index(500)] for row in mp["cells"]]
+    assert [c["successes"] for c in col[1:]] == [want] * 4          # 2000, 3000, 4500, 9000 steps
+    assert col[0]["successes"] != want                               # 1000 steps cram fewer
+    assert mp["settled"][mp["patiences"].index(500)] == 2000
+    cell = col[mp["steps"].index(3000)]
+    assert (cell["cut"], cell["cut_unknown"]) == (0, 0)
+    assert col[0]["cut"] > 0                                          # 1000 steps stop strings still gaining
+    assert round(cell["n50"], 1) == 12.8
+    last = mp["cells"][-1]                                            # at 9000 steps, by patience
+    assert [round(c["n50"], 1) for c in last] == [10.1, 12.8, 13.5, 15.6]
+    lines = bundles.budget_map_lines(mp, (3000, 500))
+    assert "patience 500: settled from 2,000 steps: n50 12.8 up to 9,000" in lines
+    assert ("[A]'s 3,000 / 500: its 3,000-step cap stopped none of the 42 strings while still gaining accuracy "
+            "(each crammed or ran out of patience first), so more steps cannot move n50 at patience 500") in lines
+    assert "at 9,000 steps, n50 by patience: 10.1 (250), 12.8 (500), 13.5 (1,000), 15.6 (1,500)" in lines
+
+
+def _row(n, success, steps, history):
+    return dict(n=n, success=success, steps=steps, accuracy_history=history)
+
+
+def test_cut_by_cap_counts_strings_stopped_by_the_steps_within_their_patience():
+    h = [[0, 0.1], [40, 0.5], [50, 1.0]]         # crammed at 50; a 40-step stall first
+    crammed = _row(4, True, 50, h)
+    failed = _row(4, False, 100, [[0, 0.1], [20, 0.3], [60, 0.4]])   # rises at 20 and 60, then nothing
+    unknown = _row(4, False, 100, None)
+    kept = dict(n=4, step=45, accuracy_history=[[0, 0.1], [40, 0.5]])
+    strings = dict(rows=[crammed], kept=[])
+    assert bundling.cut_by_cap(strings, 30, 20, 100) == (0, 0)    # patience 20 ends it at 20: not the cap
+    assert bundling.cut_by_cap(strings, 30, 50, 100) == (1, 0)    # at 30 still within 50 of a rise: cut
+    assert bundling.cut_by_cap(strings, 60, 50, 100) == (0, 0)    # crammed within 60
+    one = dict(rows=[failed], kept=[])
+    assert bundling.cut_by_cap(one, 80, 30, 100) == (0, 0)        # the 40-step stall ends it at 20 + 30 = 50
+    assert bundling.cut_by_cap(one, 80, 50, 100) == (1, 0)        # 60 + 50 = 110 > 80: the cap ended it
+    assert bundling.cut_by_cap(one, 120, 50, 100) == (0, 0)       # ...and not a cap of 120
+    assert bundling.cut_by_cap(dict(rows=[unknown], kept=[]), 80, 50, 100) == (0, 1)   # no history
+    k = dict(rows=[], kept=[kept])
+    assert bundling.cut_by_cap(k, 30, 50, 100) == (1, 0)          # past 30 at step 45, last rise 40: cut
+    assert bundling.cut_by_cap(k, 60, 50, 100) == (0, 1)          # not there yet: cannot be told
+    assert bundling.cut_by_cap(k, 60, 3, 100) == (0, 0)           # patience 3 ended it at step 3
+    both = dict(rows=[crammed, failed, unknown], kept=[kept])
+    assert bundling.cut_by_cap(both, 30, 50, 100) == (3, 1)
+
+
+def _cell(successes, n50=None, se=None, open_=None, cut=0, cut_unknown=0, **extra):
+    """A map cell; ``extra``: n50_above / n50_below, or ``range`` (strings open)."""
+    return dict(successes=successes, open=open_ or [0] * len(successes), n50=n50, stderr=se, cut=cut,
+                cut_unknown=cut_unknown, **extra)
+
+
+def _map(cells, steps=(100, 300, 900), pats=(50, 150)):
+    mp = dict(model="m", m=1, source="tokens", protocol_hash="p", run=(steps[-1], pats[-1]), steps=list(steps),
+              patiences=list(pats), lengths=[4, 8], totals=[3, 3], cells=cells, finished=6, kept=0)
+    mp["settled"] = [bundling._settled(list(steps), [row[j] for row in cells]) for j in range(len(pats))]
+    return mp
+
+
+def test_a_column_settles_where_its_counts_stop_changing_and_the_words_say_so():
+    a, b = _cell([2, 0], 6.0, 0.5), _cell([3, 1], 7.0, 0.6, cut=1)
+    op = _cell([3, 1], open_=[0, 1], range=dict(low=7.0, high=8.5, above=0, below=0), cut_unknown=1)
+    mp = _map([[a, a], [b, b], [b, op]])
+    assert mp["settled"] == [300, None]
+    lines = bundles.budget_map_lines(mp, (300, 150))
+    assert lines[0] == "patience 50: settled from 300 steps: n50 7.0 up to 900"
+    assert lines[1] == "patience 150: not decided at 900 steps (n50 ≥ 7.0, strings still being crammed)"
+    assert lines[2] == "at 900 steps, n50 by patience: 7.0 (50), ≥ 7.0 (150)"
+    assert lines[3] == ("[A]'s 300 / 150: its 300-step cap stopped 1 of the 6 strings while still gaining accuracy "
+                        "(within their patience of 150), so more steps could still cram it")
+    assert lines[4] == ("the run's 900 / 150: whether its 900-step cap stops strings still gaining accuracy cannot "
+                        "be told yet (1 of the 6 are still being crammed short of it)")
+    still = _map([[a, a], [a, b]], steps=(100, 900))
+    assert bundles.budget_map_lines(still)[1] == "patience 150: still moving at 900 steps (6.0 at 100, 7.0 at 900)"
+    # a cut string in a column that settled: it did not cram with more steps
+    settled = _map([[a, a], [b, _cell([3, 1], 7.0, 0.6, cut=2)], [b, b]])
+    assert bundles.cap_text(settled, 300, 150, "x").endswith(
+        "stopped 2 of the 6 strings while still gaining accuracy (within their patience of 150); none of them "
+        "crammed with more steps (n50 the same up to 900)")
+    assert bundles.cap_text(settled, 301, 150, "x") == ""
+    missing = _map([[a, None], [b, None], [b, None]])
+    assert bundles.budget_map_lines(missing)[1] == "patience 150: cannot be read from this run"
+
+
+@pytest.mark.parametrize("cell, text", [
+    (None, "-"),
+    (_cell([3, 1], 7.04, 0.61), "7.0"),
+    (_cell([3, 3], n50_above=8), "> 8"),
+    (_cell([0, 0], n50_below=4), "< 4"),
+    (_cell([3, 1], open_=[0, 2], range=dict(low=None, high=None, above=3, below=0)), "> 8"),
+    (_cell([3, 1], open_=[0, 2], range=dict(low=6.5, high=None, above=1, below=0)), "≥ 6.5"),
+    (_cell([3, 1], open_=[0, 2], range=None), "open"),
+    (_cell([1, 0]), "not located"),
+])
+def test_a_cell_in_a_few_characters(cell, text):
+    assert bundles.map_cell_text(cell, [4, 8]) == text
+
+
+def test_bad_grids_are_refused_in_words(runs):
+    with pytest.raises(ValueError, match=r"needs step budgets and patiences, whole numbers >= 1; got steps none"):
+        bundling.budget_map(runs / "smol-tokens-9k.sqlite", [], [500])
+    with pytest.raises(ValueError, match=r"got steps \[0, 10\] and patiences \[5\]"):
+        bundling.budget_map(runs / "smol-tokens-9k.sqlite", [10, 0], [5])
+
+
+def test_store_map_prints_the_grid_the_words_and_draws_it(runs, tmp_path, capsys):
+    assert main(["store", "map", "--store", str(runs / "smol-tokens-9k.sqlite"), "--steps", "2000", "3000",
+                 "--patience", "500", "--m", "1", "--plot", str(tmp_path / "map.png")]) == 0
+    out = capsys.readouterr().out
+    assert ("smollm2-135m, m = 1, tokens, protocol 497a821daa41a07e (9,000 steps, patience 1,500): 42 strings "
+            "finished; n50 by step budget (rows) and patience (columns)") in out
+    assert out.split("\n")[1].split() == ["steps", "\\", "patience", "500", "1,500"]
+    assert "  patience 500: settled from 2,000 steps (the least read): n50 12.8 up to 9,000" in out
+    assert "[A]'s 3,000 / 500: its 3,000-step cap stopped none of the 42 strings" in out
+    assert (tmp_path / "map.png").read_bytes()[:4] == b"\x89PNG"
+    for argv, msg in ((["--steps", "0", "--patience", "500"], "--steps must be whole numbers >= 1; got 0"),
+                      (["--steps", "3000", "--patience", "500", "--plot", str(tmp_path / "x.txt")],
+                       "--plot must be a file ending in .png, .svg or .pdf"),
+                      (["--steps", "3000", "--patience", "500", "--mark", "3000"], "--mark must be STEPS/PATIENCE")):
+        assert main(["store", "map", "--store", str(runs / "smol-tokens-9k.sqlite"), *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("accesslib store map: error: ") and msg in err and len(err.splitlines()) == 1
+
+
+def test_make_bundles_keeps_the_maps_and_replaces_them_when_read_again(runs, tmp_path):
+    shutil.copyfile(ROOT / "accesslib" / "data" / "bundles" / "cram-smollm2-135m.json", tmp_path / "cram-smollm2-135m.json")
+    before = json.loads((tmp_path / "cram-smollm2-135m.json").read_text())
+    argv = [sys.executable, SCRIPT, "--add-budget-map", "smollm2-135m", "--store", str(runs / "smol-tokens-9k.sqlite"),
+            "--source", "tokens", "--map-steps", "2000", "3000", "--map-patience", "500", "--out", str(tmp_path)]
+    for _ in range(2):   # read again: the same curves replaced, not added
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    after = json.loads((tmp_path / "cram-smollm2-135m.json").read_text())
+    assert {k: v for k, v in after.items() if k != "budget_maps"} == {k: v for k, v in before.items()
+                                                                     if k != "budget_maps"}
+    tokens = [mp for mp in after["budget_maps"] if mp["source"] == "tokens"]
+    assert [mp["m"] for mp in tokens] == sorted({mp["m"] for mp in tokens})   # one map per m
+    assert tokens[0]["steps"] == [2000, 3000, 9000] and tokens[0]["patiences"] == [500, 1500]
+    assert "smollm2-135m, m = 1, tokens (9,000 / 1,500, 42 finished, 0 open): " in proc.stdout
+    assert tokens[0]["command"].startswith("python ") and tokens[0]["created"]
+    bad = subprocess.run([sys.executable, SCRIPT, "--add-budget-map", "smollm2-135m", "--store",
+                          str(runs / "smol-tokens-9k.sqlite"), "--out", str(tmp_path)], capture_output=True, text=True,
+                         timeout=300)
+    assert bad.returncode == 2 and "--add-budget-map needs --map-steps and --map-patience" in bad.stderr
+    with pytest.raises(ValueError, match="the budget map is of model 'x', the bundle of 'smollm2-135m'"):
+        bundles.add_budget_map(after, dict(tokens[0], model="x"))
+
+
+def test_the_shipped_maps_agree_with_the_shipped_readings_of_the_same_runs():
+    """SmolLM2-135M's shipped maps and its shipped 3000 / 500 readings come from the same strings:
+    wherever the map's 3000 / 500 cell is decided it has the reading's n50; every map is of [A]'s
+    optimiser and of a 9000 / 1500 run."""
+    b = bundles.load("cram", "smollm2-135m")
+    maps = b["budget_maps"]
+    assert {mp["source"] for mp in maps} == {"glove100k", "tokens"} and {mp["m"] for mp in maps} == {1, 2, 3}
+    read = {r["source"]: r for r in b["remeasured"] if (r.get("read_from") or {}).get("max_steps") == 9000
+            and r["settings"]["max_steps"] == 3000}
+    assert set(read) == {"glove100k", "tokens"}
+    compared = 0
+    for mp in maps:
+        assert tuple(mp["run"]) == (9000, 1500) and mp["settings"]["lr"] == 0.01 and mp["settings"]["schedule"] is None
+        cell = mp["cells"][mp["steps"].index(3000)][mp["patiences"].index(500)]
+        curve = next(c for c in read[mp["source"]]["curves"] if c["m"] == mp["m"])
+        if cell["n50"] is not None:
+            assert cell["n50"] == pytest.approx(curve["n50"], abs=1e-9)
+            compared += 1
+    assert compared == 6
