@@ -69,3 +69,22 @@ def test_gemma_under_the_published_protocol(readme):
     says(readme, f"n50 = {c['n50']:.1f} ± {c['n50_stderr']:.1f} at m = 1, against [A]'s slope of 22.97")
     assert bundles.budget_status(gemma)[0] == "inconclusive" and low["moved"] is False
     says(readme, "*inconclusive*: 1000 steps give the same n50, but at the same patience")
+
+
+def test_which_knob_binds_is_the_shipped_maps(readme):
+    """The README's budget-map sentence: n50 at [A]'s patience from 2,000 steps on, by patience at
+    9,000 steps, and the strings [A]'s cap stopped at m = 2 and 3, from the shipped maps."""
+    maps = {(mp["source"], mp["m"]): mp for mp in bundles.load("cram", "smollm2-135m")["budget_maps"]}
+
+    def cell(mp, steps, patience):
+        return mp["cells"][mp["steps"].index(steps)][mp["patiences"].index(patience)]
+
+    w1 = maps["glove100k", 1]
+    assert w1["settled"][w1["patiences"].index(500)] == 2000
+    says(readme, f"n50 on its words is {cell(w1, 2000, 500)['n50']:.1f} from 2,000 steps up to 9,000",
+         "at 9,000 steps it grows with the patience ("
+         + ", ".join(f"{cell(w1, 9000, p)['n50']:.1f}" for p in (100, 500)) + f" and {cell(w1, 9000, 1500)['n50']:.1f} "
+         "at 100, 500 and 1,500)")
+    cuts = [cell(maps["glove100k", m], 3000, 500) for m in (2, 3)]
+    assert [c["cut_unknown"] for c in cuts] == [0, 0] and {sum(maps["glove100k", m]["totals"]) for m in (2, 3)} == {30}
+    says(readme, f"[A]'s 3000-step cap stops {cuts[0]['cut']} and {cuts[1]['cut']} of the 30 word strings")

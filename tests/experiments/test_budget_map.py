@@ -214,3 +214,22 @@ def test_the_shipped_maps_agree_with_the_shipped_readings_of_the_same_runs():
             assert cell["n50"] == pytest.approx(curve["n50"], abs=1e-9)
             compared += 1
     assert compared == 6
+
+
+def test_the_docs_table_is_the_shipped_maps():
+    """docs/real-models.md's "Which knob binds" table, row by row, from the shipped maps: a map read
+    again as the runs go on cannot leave the table with older numbers."""
+    import re
+
+    docs = re.sub(r"[ \t]+", " ", (ROOT / "docs" / "real-models.md").read_text(encoding="utf-8"))
+    names = {"glove100k": "[A]'s words", "tokens": "random tokens"}
+    for mp in bundles.load("cram", "smollm2-135m")["budget_maps"]:
+        texts = {(s, p): t for s, row in zip(mp["steps"], bundles.map_texts(mp)) for p, t in zip(mp["patiences"], row)}
+
+        settled = mp["settled"][mp["patiences"].index(500)]
+        ours = mp["cells"][mp["steps"].index(3000)][mp["patiences"].index(500)]
+        assert ours["cut_unknown"] == 0
+        row = (f"| {names[mp['source']]}, {mp['m']} | {' / '.join(texts[s, 500] for s in (2000, 3000, 9000))} | "
+               f"{'open' if settled is None else f'{settled:,} steps'} | "
+               f"{' / '.join(texts[9000, p] for p in (100, 250, 500, 1000, 1500))} | {ours['cut']} of {sum(mp['totals'])}")
+        assert row in docs, f"docs/real-models.md no longer has the row {row!r}"
