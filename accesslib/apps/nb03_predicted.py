@@ -670,8 +670,10 @@ class BudgetMapApp(App):
                                 style=_DESC, layout=W.Layout(width="300px"))
         self.source = W.Dropdown(description="targets", style={"description_width": "60px"},
                                  layout=W.Layout(width="260px"))
-        self.m = W.ToggleButtons(description="m", style={"description_width": "20px", "button_width": "44px"})
-        self.controls.children = [W.HBox([self.model, self.source, self.m],
+        # the label outside the buttons: a ToggleButtons description sits above them
+        self.m = W.ToggleButtons(style={"button_width": "44px"}, tooltips=[])
+        self.controls.children = [W.HBox([self.model, self.source, W.Label("m", layout=W.Layout(margin="0 6px 0 16px")),
+                                          self.m],
                                          layout=W.Layout(flex_flow="row wrap", align_items="center"))]
         self.ax_lines, self.ax_grid = self.fig.add_subplot(1, 2, 1), self.fig.add_subplot(1, 2, 2)
         self.fig.subplots_adjust(left=0.07, right=0.98, bottom=0.2, top=0.87, wspace=0.28)
