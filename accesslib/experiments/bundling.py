@@ -787,7 +787,8 @@ def budget_map(store, steps, patiences, **filters) -> dict:
     run ((max_steps, patience) of the run), finished,
     kept, kept_steps, steps and patiences (the axes, ascending), lengths, totals (strings per
     length), ``cells`` (one row per step budget, one cell per patience: :func:`_map_cell` with
-    ``cut`` and ``cut_unknown`` of :func:`cut_by_cap`, None
+    ``cut`` of :func:`cut_by_cap`, ``cut_unknown`` (its open and no-history strings together) and
+    ``cut_no_history``; None
     where the run cannot read that budget, e.g. a smaller patience of a run with patience on the
     loss) and ``settled`` (per patience: the least step budget from which n50 no longer changes
     up to the run's steps, None while strings are open at the run's steps or a cell is missing).
@@ -817,46 +818,51 @@ def budget_map(store, steps, patiences, **filters) -> dict:
         for s, row in zip(axis_s, cells):
             for p, cell in zip(axis_p, row):
                 if cell is not None:
-                    cell["cut"], cell["cut_unknown"] = cut_by_cap(c["strings"], s, p, p0)
+                    cut, still, blind = cut_by_cap(c["strings"], s, p, p0)
+                    cell.update(cut=cut, cut_unknown=still + blind, cut_no_history=blind)
         own = rungs[(s0, p0)]
         maps.append(dict(model=c["model"], m=c["m"], source=c["source"], protocol_hash=c["protocol_hash"],
-                         settings=canonical(store_settings[c["protocol_hash"]]), run=(s0, p0), finished=c["finished"], kept=c["kept"], kept_steps=c["kept_steps"],
-                         steps=axis_s, patiences=axis_p, lengths=own["lengths"], totals=own["totals"],
+                         settings=canonical(store_settings[c["protocol_hash"]]), run=(s0, p0),
+                         finished=c["finished"], kept=c["kept"], kept_steps=c["kept_steps"], steps=axis_s, patiences=axis_p, lengths=own["lengths"], totals=own["totals"],
                          cells=cells, settled=[_settled(axis_s, [row[j] for row in cells])
                                                for j in range(len(axis_p))]))
     return dict(maps=maps, unclaimed=got["unclaimed"], unreadable=got["unreadable"])
 
 
-def cut_by_cap(strings: dict, max_steps: int, patience: int, patience0: int) -> tuple[int, int]:
+def cut_by_cap(strings: dict, max_steps: int, patience: int, patience0: int) -> tuple[int, int, int]:
     """How many of a curve's strings (``{"rows", "kept"}`` of :func:`live_ladder` with
     ``keep_strings``; a run with patience ``patience0``) a budget of ``max_steps`` / ``patience``
     would end at its step cap while still gaining: not crammed by then, and its best teacher-forced
     accuracy rose within the last ``patience`` steps (:func:`patience_stop` falls after the cap).
     Only such strings can cram with more steps at that patience, so none cut means n50 at that
-    patience cannot move with more steps. Returns (cut, unknown): unknown counts strings that
-    cannot be told yet (still being crammed short of that budget) or at all (no accuracy history)."""
-    cut = unknown = 0
+    patience cannot move with more steps. Returns (cut, open, no_history): the strings that cannot
+    be told yet (still being crammed short of that budget), and those that cannot be told at all
+    (kept no accuracy history: strings crammed before the history was kept)."""
+    cut = still = blind = 0
     for row in strings["rows"]:
         crammed = finished_under(row, max_steps, patience, patience0)
         history = row.get("accuracy_history")
         if crammed is None or (not crammed and not history):
-            unknown += 1
+            blind += 1
         elif not crammed:
             cut += patience_stop(history, patience) > max_steps
     for state in strings["kept"]:
         history = state.get("accuracy_history")
-        if not ended_under(state["step"], history, max_steps, patience) or not history:
-            unknown += 1           # open short of this budget, or nothing known of its patience
+        if not ended_under(state["step"], history, max_steps, patience):
+            still += 1             # open short of this budget
+        elif not history:
+            blind += 1
         else:
             cut += patience_stop(history, patience) > max_steps
-    return cut, unknown
+    return cut, still, blind
 
 
 def _map_cell(rung: dict | None) -> dict | None:
     """A :func:`budget_map` cell from a :func:`live_ladder` rung: successes and open (per length),
     n50 and stderr (or the one-sided n50_above / n50_below) once decided; while strings are open,
     where n50 can still end (low, high, above, below of :func:`open_n50_range`, None past its
-    limit); None for a budget the run cannot read."""
+    limit); ``unreadable``: crammed strings whose smaller patience cannot be read (no accuracy
+    history), n50 None; None for a budget the run cannot read."""
     if rung is None:
         return None
     cell = dict(successes=list(rung["successes"]), open=list(rung.get("open") or [0] * len(rung["successes"])),
@@ -865,7 +871,10 @@ def _map_cell(rung: dict | None) -> dict | None:
         if rung.get(k) is not None:
             cell[k] = rung[k]
     rg = rung.get("n50_range")
-    if any(cell["open"]) or rung.get("unknown"):
+    if rung.get("unknown"):
+        cell["n50"] = cell["stderr"] = None
+        cell["unreadable"] = int(rung["unknown"])
+    elif any(cell["open"]):
         cell["n50"] = cell["stderr"] = None
         cell["range"] = {k: rg[k] for k in ("low", "high", "above", "below")} if rg else None
     return cell
@@ -875,11 +884,11 @@ def _settled(steps, column) -> int | None:
     """The least of ``steps`` from which a :func:`budget_map` column's cells (one per step budget)
     all hold the same counts, every string decided; None where its last cell is open or missing."""
     last = column[-1]
-    if last is None or any(last["open"]) or "range" in last:
+    if last is None or any(last["open"]) or "range" in last or last.get("unreadable"):
         return None
     at = steps[-1]
     for s, cell in zip(reversed(steps[:-1]), reversed(column[:-1])):
-        if cell is None or any(cell["open"]) or cell["successes"] != last["successes"]:
+        if cell is None or any(cell["open"]) or cell.get("unreadable") or cell["successes"] != last["successes"]:
             break
         at = s
     return at

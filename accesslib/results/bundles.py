@@ -453,9 +453,12 @@ def map_cell_text(cell: dict | None, lengths, *, stderr: bool = False) -> str:
     """A budget map cell (:func:`accesslib.experiments.bundling.budget_map`) in a few characters:
     "20.1" (with " ± 1.8" where ``stderr``), "> 46" / "< 10" for a one-sided n50, "≥ 42.9" while
     strings are open (the least n50 they can end at; "> 108" where every way puts it past the
-    lengths), "open" where that cannot be said, "-" for a budget the run cannot read."""
+    lengths), "open" where that cannot be said, "?" where crammed strings kept no accuracy history
+    to read that patience from, "-" for a budget the run cannot read."""
     if cell is None:
         return "-"
+    if cell.get("unreadable"):
+        return "?"
     rg = cell.get("range")
     if "range" in cell:
         if rg and rg.get("below"):
@@ -490,18 +493,20 @@ def cap_text(mp: dict, steps: int, patience: int, name: str) -> str:
     if cell is None or cell.get("cut") is None:
         return ""
     total = sum(mp["totals"])
-    cut, unknown = cell["cut"], cell.get("cut_unknown") or 0
+    cut, unknown, blind = cell["cut"], cell.get("cut_unknown") or 0, cell.get("cut_no_history") or 0
+    why = "; ".join(t for t in (f"{unknown - blind} still being crammed short of it" if unknown > blind else "",
+                                f"{blind} kept no accuracy history" if blind else "") if t)
     if cut == 0 and unknown == 0:
         return (f"{name}: its {steps:,}-step cap stopped none of the {total} strings while still gaining accuracy "
                 f"(each crammed or ran out of patience first), so more steps cannot move n50 at patience "
                 f"{patience:,}")
     if cut == 0:
-        return (f"{name}: whether its {steps:,}-step cap stops strings still gaining accuracy cannot be told yet "
-                f"({unknown} of the {total} are still being crammed short of it)")
+        return (f"{name}: whether its {steps:,}-step cap stops strings still gaining accuracy cannot be told"
+                f"{' yet' if unknown > blind else ''} (of the {total} strings, {why})")
     text = (f"{name}: its {steps:,}-step cap stopped {'at least ' if unknown else ''}{cut} of the {total} strings "
             f"while still gaining accuracy (within their patience of {patience:,})")
     if unknown:
-        return text + f"; {unknown} cannot be told yet"
+        return text + f"; {unknown} cannot be told ({why})"
     settled = mp["settled"][mp["patiences"].index(patience)]
     if settled is not None and settled <= steps and steps < mp["steps"][-1]:
         return text + ("; none of them crammed" if cut > 1 else "; it did not cram") + (
@@ -522,6 +527,9 @@ def budget_map_lines(mp: dict, mark=None) -> list[str]:
         at = mp["settled"][j]
         if col[-1] is None:
             out.append(f"patience {p:,}: cannot be read from this run")
+        elif col[-1].get("unreadable"):
+            out.append(f"patience {p:,}: cannot be read: {col[-1]['unreadable']} crammed strings kept no accuracy "
+                       "history to read a smaller patience from")
         elif at is None:
             out.append(f"patience {p:,}: not decided at {s0:,} steps (n50 {map_cell_text(col[-1], lengths)}, "
                        "strings still being crammed)")

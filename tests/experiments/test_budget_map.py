@@ -77,20 +77,20 @@ def test_cut_by_cap_counts_strings_stopped_by_the_steps_within_their_patience():
     unknown = _row(4, False, 100, None)
     kept = dict(n=4, step=45, accuracy_history=[[0, 0.1], [40, 0.5]])
     strings = dict(rows=[crammed], kept=[])
-    assert bundling.cut_by_cap(strings, 30, 20, 100) == (0, 0)    # patience 20 ends it at 20: not the cap
-    assert bundling.cut_by_cap(strings, 30, 50, 100) == (1, 0)    # at 30 still within 50 of a rise: cut
-    assert bundling.cut_by_cap(strings, 60, 50, 100) == (0, 0)    # crammed within 60
+    assert bundling.cut_by_cap(strings, 30, 20, 100) == (0, 0, 0)    # patience 20 ends it at 20: not the cap
+    assert bundling.cut_by_cap(strings, 30, 50, 100) == (1, 0, 0)    # at 30 still within 50 of a rise: cut
+    assert bundling.cut_by_cap(strings, 60, 50, 100) == (0, 0, 0)    # crammed within 60
     one = dict(rows=[failed], kept=[])
-    assert bundling.cut_by_cap(one, 80, 30, 100) == (0, 0)        # the 40-step stall ends it at 20 + 30 = 50
-    assert bundling.cut_by_cap(one, 80, 50, 100) == (1, 0)        # 60 + 50 = 110 > 80: the cap ended it
-    assert bundling.cut_by_cap(one, 120, 50, 100) == (0, 0)       # ...and not a cap of 120
-    assert bundling.cut_by_cap(dict(rows=[unknown], kept=[]), 80, 50, 100) == (0, 1)   # no history
+    assert bundling.cut_by_cap(one, 80, 30, 100) == (0, 0, 0)        # the 40-step stall ends it at 20 + 30 = 50
+    assert bundling.cut_by_cap(one, 80, 50, 100) == (1, 0, 0)        # 60 + 50 = 110 > 80: the cap ended it
+    assert bundling.cut_by_cap(one, 120, 50, 100) == (0, 0, 0)       # ...and not a cap of 120
+    assert bundling.cut_by_cap(dict(rows=[unknown], kept=[]), 80, 50, 100) == (0, 0, 1)   # no history
     k = dict(rows=[], kept=[kept])
-    assert bundling.cut_by_cap(k, 30, 50, 100) == (1, 0)          # past 30 at step 45, last rise 40: cut
-    assert bundling.cut_by_cap(k, 60, 50, 100) == (0, 1)          # not there yet: cannot be told
-    assert bundling.cut_by_cap(k, 60, 3, 100) == (0, 0)           # patience 3 ended it at step 3
+    assert bundling.cut_by_cap(k, 30, 50, 100) == (1, 0, 0)          # past 30 at step 45, last rise 40: cut
+    assert bundling.cut_by_cap(k, 60, 50, 100) == (0, 1, 0)          # not there yet: cannot be told
+    assert bundling.cut_by_cap(k, 60, 3, 100) == (0, 0, 0)           # patience 3 ended it at step 3
     both = dict(rows=[crammed, failed, unknown], kept=[kept])
-    assert bundling.cut_by_cap(both, 30, 50, 100) == (3, 1)
+    assert bundling.cut_by_cap(both, 30, 50, 100) == (3, 0, 1)
 
 
 def _cell(successes, n50=None, se=None, open_=None, cut=0, cut_unknown=0, **extra):
@@ -118,7 +118,7 @@ def test_a_column_settles_where_its_counts_stop_changing_and_the_words_say_so():
     assert lines[3] == ("[A]'s 300 / 150: its 300-step cap stopped 1 of the 6 strings while still gaining accuracy "
                         "(within their patience of 150), so more steps could still cram it")
     assert lines[4] == ("the run's 900 / 150: whether its 900-step cap stops strings still gaining accuracy cannot "
-                        "be told yet (1 of the 6 are still being crammed short of it)")
+                        "be told yet (of the 6 strings, 1 still being crammed short of it)")
     still = _map([[a, a], [a, b]], steps=(100, 900))
     assert bundles.budget_map_lines(still)[1] == "patience 150: still moving at 900 steps (6.0 at 100, 7.0 at 900)"
     # a cut string in a column that settled: it did not cram with more steps
@@ -233,3 +233,24 @@ def test_the_docs_table_is_the_shipped_maps():
                f"{'open' if settled is None else f'{settled:,} steps'} | "
                f"{' / '.join(texts[9000, p] for p in (100, 250, 500, 1000, 1500))} | {ours['cut']} of {sum(mp['totals'])}")
         assert row in docs, f"docs/real-models.md no longer has the row {row!r}"
+
+
+def test_a_run_without_accuracy_histories_reads_only_its_own_patience(tmp_path):
+    """Gemma-3-270M's 3000 / 500 run (committed snapshot, kept before strings kept their accuracy
+    history): a smaller patience cannot be read ("?", said in words, never taken for open strings);
+    its own patience can, and settles at 2000 steps; whether its cap cut strings cannot be told."""
+    shutil.copyfile(STORES / "gemma-n50.sqlite", tmp_path / "g.sqlite")
+    (mp,) = bundling.budget_map(tmp_path / "g.sqlite", [1000, 2000], [250])["maps"]
+    assert (mp["model"], tuple(mp["run"]), mp["patiences"], mp["kept"]) == ("gemma-3-270m", (3000, 500), [250, 500], 0)
+    small = [row[0] for row in mp["cells"]]
+    assert all(c["unreadable"] > 0 and c["n50"] is None and "range" not in c for c in small)
+    assert {t[0] for t in bundles.map_texts(mp)} == {"?"}
+    crammed = sum(mp["cells"][-1][1]["successes"])
+    lines = bundles.budget_map_lines(mp)
+    assert lines[0] == (f"patience 250: cannot be read: {small[-1]['unreadable']} crammed strings kept no accuracy "
+                        "history to read a smaller patience from") and small[-1]["unreadable"] == crammed
+    assert lines[1] == "patience 500: settled from 2,000 steps: n50 9.5 up to 3,000"
+    own = mp["cells"][-1][1]
+    assert (own["cut"], own["cut_unknown"], own["cut_no_history"]) == (0, 36 - crammed, 36 - crammed)
+    assert lines[-1] == ("the run's 3,000 / 500: whether its 3,000-step cap stops strings still gaining accuracy "
+                         f"cannot be told (of the 36 strings, {36 - crammed} kept no accuracy history)")
