@@ -825,17 +825,23 @@ def slope_range_text(rg: dict | None) -> str:
     return f"; a between {lo:.2f} and {hi:.2f} however the open strings end"
 
 
+def _plot_file(path) -> str | None:
+    """``--plot FILE``: a writable file ending in .png, .svg or .pdf, or None without one."""
+    if not path:
+        return None
+    plot = _output_file("--plot", path)
+    if not plot.lower().endswith((".png", ".svg", ".pdf")):
+        fail("--plot", "a file ending in .png, .svg or .pdf", path)
+    return plot
+
+
 def _run_store_ladder(args) -> int:
     from accesslib.experiments.bundling import ladder_slopes, live_ladder
     from accesslib.plots.cramming import rung_label
     from accesslib.results.bundles import open_range_text
 
     budgets = _parse_budgets(args.budget)
-    plot = None
-    if args.plot:
-        plot = _output_file("--plot", args.plot)
-        if not plot.lower().endswith((".png", ".svg", ".pdf")):
-            fail("--plot", "a file ending in .png, .svg or .pdf", args.plot)
+    plot = _plot_file(args.plot)
     store = _open_store(args.store)
     got = live_ladder(store, budgets, **_store_filters(args))
     curves = got["curves"]
@@ -924,11 +930,7 @@ def _run_store_map(args) -> int:
         if bad:
             fail(flag, "whole numbers >= 1", bad[0])
     mark = _parse_budgets([args.mark], "--mark")[0]
-    plot = None
-    if args.plot:
-        plot = _output_file("--plot", args.plot)
-        if not plot.lower().endswith((".png", ".svg", ".pdf")):
-            fail("--plot", "a file ending in .png, .svg or .pdf", args.plot)
+    plot = _plot_file(args.plot)
     store = _open_store(args.store)
     got = budget_map(store, args.steps, args.patience, **_store_filters(args))
     if not got["maps"]:
