@@ -669,3 +669,33 @@ def test_03_q10_at_m2_and_m3_the_papers_step_cap_binds(map03):
     says(answers("03-predicted-vs-measured.ipynb"), "At m = 2 [A]'s 3,000-step cap stopped 9 of the 30 word strings",
          "and 11 of 30 at m = 3", "it stopped 3 of 36 and 12 of 36",
          "with 100 and 250, n50 stops moving by 2,000 steps at every m, on both sources")
+
+
+def test_03_q11_the_tiny_models_map_is_flat_in_both_directions(map03):
+    """Q11: tiny-d32-v257 under [A]'s protocol, 9000 / 1500, 16 natural-text strings per length:
+    m = 1: 6.6 at patience 500 from 300 steps, 6.8 at 1500, within one stderr; m = 2: 9.5 at both
+    from 1000 steps; no cap stopped a string still gaining; only patience 30 and 100 lower n50."""
+    app = map03
+    app.model.value = "tiny-d32-v257"
+    assert app.source.value == "natural" and [m for _, m in app.m.options] == [1, 2]
+    app.m.value = 1
+    mp = app.values["map"]
+    assert (tuple(mp["run"]), set(mp["totals"]), mp["settings"]["lr"]) == ((9000, 1500), {16}, 0.01)
+    p5, p15 = _cell(app, 9000, 500), _cell(app, 9000, 1500)
+    assert (round(p5["n50"], 1), round(p15["n50"], 1)) == (6.6, 6.8)
+    assert mp["settled"][mp["patiences"].index(500)] == 300
+    assert abs(p15["n50"] - p5["n50"]) < min(p5["stderr"], p15["stderr"]) and round(p15["stderr"], 1) == 0.5
+    low = [round(_cell(app, 9000, p)["n50"], 1) for p in (30, 100)]
+    assert low == [5.4, 6.3] and all(v < p5["n50"] for v in low)
+    for m in (1, 2):
+        app.m.value = m
+        mp = app.values["map"]
+        for budget in ((3000, 500), (9000, 1500)):
+            c = _cell(app, *budget)
+            assert (c["cut"], c["cut_unknown"]) == (0, 0), (m, budget)
+    assert [round(_cell(app, 9000, p)["n50"], 1) for p in (500, 1500)] == [9.5, 9.5]
+    assert mp["settled"][mp["patiences"].index(500)] == mp["settled"][mp["patiences"].index(1500)] == 1000
+    says(answers("03-predicted-vs-measured.ipynb"), "patience 500 gives n50 = 6.6 from 300 steps on, and patience "
+         "1500 gives 6.8, within one standard error (± 0.5). At m = 2 both give 9.5 from 1,000 steps on",
+         "neither [A]'s 3,000 nor the run's 9,000", "Only the shortest patiences (30 and 100) lower n50")
+    app.model.value = "smollm2-135m"

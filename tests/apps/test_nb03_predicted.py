@@ -737,7 +737,7 @@ def test_the_budget_map_app_shows_every_map_and_offers_its_cells(tmp_path, monke
 
     from accesslib.apps.nb03_predicted import BudgetMapApp, budget_map_models
 
-    assert budget_map_models() == ["smollm2-135m"]
+    assert budget_map_models() == ["smollm2-135m", "tiny-d32-v257"]
     app = BudgetMapApp(canvas="agg")
     assert app.last_error is None, app.last_error
     seen = set()
@@ -760,11 +760,15 @@ def test_the_budget_map_app_shows_every_map_and_offers_its_cells(tmp_path, monke
             c = mp["cells"][mp["steps"].index(3000)][mp["patiences"].index(500)]
             assert (r["n50"], r["open_strings"]) == (c["n50"], sum(c["open"]))
     assert seen == {(s, m) for s in ("glove100k", "tokens") for m in (1, 2, 3)}
+    app.model.value = "tiny-d32-v257"
+    assert [v for _, v in app.source.options] == ["natural"] and app.values["map"]["model"] == "tiny-d32-v257"
+    texts_inside(app.fig)
     assert "max_steps,patience,n50" in app.data_csv().splitlines()[0].replace("model,m,source,", "")
     empty = tmp_path / "b"
-    b = bundles.load("cram", "smollm2-135m")
-    b.pop("budget_maps")
-    bundles.save(b, empty)
+    for name in budget_map_models():
+        b = bundles.load("cram", name)
+        b.pop("budget_maps")
+        bundles.save(b, empty)
     monkeypatch.setattr(bundles, "bundle_dir", lambda: empty)
     with pytest.raises(ValueError, match="no shipped cramming bundle keeps a budget map; add one with "
                                          "scripts/make_bundles.py --add-budget-map"):
