@@ -54,6 +54,13 @@ def texts_inside(fig):
     return len(parts)
 
 
+@pytest.fixture
+def check_texts_inside():
+    """:func:`texts_inside` as a fixture, for test modules whose ``import conftest`` could find
+    another folder's conftest first (pytest-xdist workers import several)."""
+    return texts_inside
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

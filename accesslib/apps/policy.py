@@ -199,6 +199,7 @@ PUBLIC_CAPS: dict[str, dict[str, Cap]] = {
         "eps_rel": Cap("ε / r", 1e-8, 10**-0.5),
     },
     "SweepApp": {},
+    "BudgetMapApp": {},
     "SlopeApp": {},
     "GeometryApp": {
         "angle": Cap("angle (deg)", -180, 180),

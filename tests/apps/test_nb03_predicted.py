@@ -729,13 +729,13 @@ def test_one_m_bundle_sets_the_bound_at_that_m_against_its_n50(tmp_path, monkeyp
     assert all(r["C_over_a"] is None for r in rows)
 
 
-def test_the_budget_map_app_shows_every_map_and_offers_its_cells(tmp_path, monkeypatch):
+def test_the_budget_map_app_shows_every_map_and_offers_its_cells(tmp_path, monkeypatch, check_texts_inside):
     """Every map of the shipped bundle (each targets x m): the figure's texts inside, its lines and
     table drawn from that map, the readout naming its conditions and what [A]'s cap did, and the
     data rows one per cell; without any map the page says how to make one."""
-    from conftest import texts_inside
-
     from accesslib.apps.nb03_predicted import BudgetMapApp, budget_map_models
+
+    texts_inside = check_texts_inside
 
     assert budget_map_models() == ["smollm2-135m", "tiny-d32-v257"]
     app = BudgetMapApp(canvas="agg")
