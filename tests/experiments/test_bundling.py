@@ -31,7 +31,8 @@ def test_regenerated_bundle_has_recorded_shape(fast_bundle):
     shipped = bundles.available("cram")
     if embedded.DEFAULT in shipped:   # the shipped bundle has the same keys
         ref = bundles.load("cram", embedded.DEFAULT)
-        assert set(ref) == set(b)
+        added_later = {"budget_maps", "remeasured"}   # make_bundles.py --add-budget-map, --add-remeasure
+        assert set(ref) - added_later == set(b) - added_later
         assert set(ref["curves"][0]) == set(b["curves"][0])
         # "command" is recorded only when the geometry is re-measured on its own (--geometry-only)
         assert set(ref["geometry"]) <= set(b["geometry"]) | {"semi_axes", "command"}
