@@ -223,6 +223,7 @@ def test_the_docs_table_is_the_shipped_maps():
 
     docs = re.sub(r"[ \t]+", " ", (ROOT / "docs" / "real-models.md").read_text(encoding="utf-8"))
     names = {"glove100k": "[A]'s words", "tokens": "random tokens"}
+    cut = {}
     for mp in bundles.load("cram", "smollm2-135m")["budget_maps"]:
         texts = {(s, p): t for s, row in zip(mp["steps"], bundles.map_texts(mp)) for p, t in zip(mp["patiences"], row)}
 
@@ -233,6 +234,11 @@ def test_the_docs_table_is_the_shipped_maps():
                f"{'open' if settled is None else f'{settled:,} steps'} | "
                f"{' / '.join(texts[9000, p] for p in (100, 250, 500, 1000, 1500))} | {ours['cut']} of {sum(mp['totals'])}")
         assert row in docs, f"docs/real-models.md no longer has the row {row!r}"
+        if mp["m"] == 1:
+            cut[mp["source"]] = [mp["cells"][mp["steps"].index(s)][mp["patiences"].index(500)]["cut"] for s in (2000, 3000)]
+    assert cut == {"glove100k": [11, 1], "tokens": [7, 0]}   # "all but one had run out of patience" by 3000
+    assert ("crams after 2,000 steps. 11 word strings (7 token strings) were still gaining accuracy at 2,000 steps, "
+            "but by 3,000 all but one had run out of patience, and none of them crammed") in " ".join(docs.split())
 
 
 def test_a_run_without_accuracy_histories_reads_only_its_own_patience(tmp_path):
