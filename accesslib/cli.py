@@ -922,8 +922,8 @@ def _run_store_ladder(args) -> int:
 
 
 def _run_store_map(args) -> int:
-    from accesslib.experiments.bundling import budget_map
-    from accesslib.results.bundles import budget_map_lines, map_cell_text
+    from accesslib.experiments.bundling import budget_map, map_slopes
+    from accesslib.results.bundles import budget_map_lines, map_cell_text, map_slope_lines
 
     for flag, values in (("--steps", args.steps), ("--patience", args.patience)):
         bad = [v for v in values if v < 1]
@@ -950,6 +950,12 @@ def _run_store_map(args) -> int:
         _print_table(table, right=set(range(len(table[0]))), indent="  ")
         for line in budget_map_lines(mp, mark):
             print(f"  {line.replace('≥', '>=')}")
+    for run in map_slopes(got["maps"]):
+        print(f"{run['model']}, {run['source']}, protocol {run['protocol_hash']}:")
+        own = {tuple(mp["run"]) for mp in got["maps"] if (mp["model"], mp["source"], mp["protocol_hash"])
+               == (run["model"], run["source"], run["protocol_hash"])}
+        for line in map_slope_lines(run, sorted({mark[0]} | {s for s, _ in own})):
+            print(f"  {line.replace('≥', '>=').replace('±', '+-').replace('≤', '<=')}")
     if plot:
         _plot_maps(got["maps"], plot, mark)
         print(f"plot: {plot}")

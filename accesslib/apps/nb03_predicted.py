@@ -712,14 +712,19 @@ class BudgetMapApp(App):
         kept = (f"; {mp['kept']} still being crammed (steps {mp['kept_steps'][0]:,} to {mp['kept_steps'][1]:,}) "
                 f"when this map was read, {human_date(mp['created'], time=True)}" if mp["kept"] else "")
         lines = bundles.budget_map_lines(mp, self.MARK)
+        from accesslib.experiments.bundling import map_slopes
+
+        same = [m for m in self._maps() if m["source"] == mp["source"] and m["protocol_hash"] == mp["protocol_hash"]]
+        slopes = [line for run in map_slopes(same)
+                  for line in bundles.map_slope_lines(run, sorted({self.MARK[0], s0} & set(mp["steps"])))]
         self.readout.value = (
             f"<div><b>{html.escape(mp['model'])}</b>, m = {mp['m']}, {html.escape(TARGETS.get(mp['source'], mp['source']))}"
             f"; {html.escape(optimiser_words(mp.get('settings') or {}))}; every cell read from the same "
             f"run of {s0:,} steps with patience {p0:,}: {mp['finished']} strings finished{html.escape(kept)}. "
             f"A patience of P ends a string after P steps without a gain in teacher-forced accuracy.</div>"
             "<ul style='margin:2px 0 0 0;padding-left:18px'>"
-            + "".join(f"<li>{html.escape(t)}</li>" for t in lines) + "</ul>")
-        self.values = dict(map=mp, lines=lines)
+            + "".join(f"<li>{html.escape(t)}</li>" for t in lines + slopes) + "</ul>")
+        self.values = dict(map=mp, lines=lines, slopes=slopes)
         self.redraw()
 
     def data_rows(self) -> list[dict]:

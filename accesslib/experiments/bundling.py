@@ -829,6 +829,20 @@ def budget_map(store, steps, patiences, **filters) -> dict:
     return dict(maps=maps, unclaimed=got["unclaimed"], unreadable=got["unreadable"])
 
 
+def map_slopes(maps) -> list[dict]:
+    """The slope n50 = a*m + b at every cell of :func:`budget_map` maps of one run at two or more
+    m (:func:`ladder_slopes` on the cells): per run, per (max_steps, patience) the slope with its
+    stderr, or while strings are open where it can still end (``slope_range``). How the measured
+    slope itself depends on each knob of the budget."""
+    curves = [dict(model=mp["model"], source=mp["source"], protocol_hash=mp["protocol_hash"], m=int(mp["m"]),
+                   rungs=[dict(max_steps=s, patience=p, n50=c["n50"], stderr=c["stderr"], open=c["open"],
+                               unknown=c.get("unreadable", 0), n50_range=c.get("range"))
+                          for s, row in zip(mp["steps"], mp["cells"]) for p, c in zip(mp["patiences"], row)
+                          if c is not None])
+              for mp in maps]
+    return ladder_slopes(curves)
+
+
 def cut_by_cap(strings: dict, max_steps: int, patience: int, patience0: int) -> tuple[int, int, int]:
     """How many of a curve's strings (``{"rows", "kept"}`` of :func:`live_ladder` with
     ``keep_strings``; a run with patience ``patience0``) a budget of ``max_steps`` / ``patience``

@@ -515,6 +515,37 @@ def cap_text(mp: dict, steps: int, patience: int, name: str) -> str:
                    or settled is None else "")
 
 
+def slope_entry_text(e: dict) -> str:
+    """One budget's slope of :func:`accesslib.experiments.bundling.map_slopes` (or
+    ``ladder_slopes``): "21.2 ± 2.3", "≥ 23.0" / "19.8 to 22.0" while strings are open (where it can
+    still end), "open" where that cannot be told, "-" where no n50 is located at some m."""
+    if e.get("slope") is not None:
+        return f"{e['slope']:.1f}" + (f" ± {e['slope_stderr']:.1f}" if e.get("slope_stderr") is not None else "")
+    rg = e.get("slope_range") or {}
+    lo, hi = rg.get("low"), rg.get("high")
+    if lo is not None and hi is not None:
+        return f"{lo:.1f} to {hi:.1f}"
+    if lo is not None:
+        return f"≥ {lo:.1f}"
+    if hi is not None:
+        return f"≤ {hi:.1f}"
+    return "open" if "open" in (e.get("why") or "") else "-"
+
+
+def map_slope_lines(run: dict, steps) -> list[str]:
+    """A run's slope a over its m at each of ``steps`` (step budgets of its maps), by patience
+    (one entry of :func:`accesslib.experiments.bundling.map_slopes`): "slope a over m = 1, 2, 3 at
+    3,000 steps, by patience: 11.8 ± 1.9 (100), ..."."""
+    ms = ", ".join(map(str, run["ms"]))
+    out = []
+    for s in steps:
+        row = [e for e in run["budgets"] if e["max_steps"] == s]
+        if row:
+            out.append(f"slope a over m = {ms} at {s:,} steps, by patience: " + ", ".join(
+                f"{slope_entry_text(e)} ({e['patience']:,})" for e in sorted(row, key=lambda e: e["patience"])))
+    return out
+
+
 def budget_map_lines(mp: dict, mark=None) -> list[str]:
     """A budget map in sentences: per patience, where n50 stops moving as the steps grow (or that
     it still moves, or is not decided, at the run's steps); then n50 by patience at the run's

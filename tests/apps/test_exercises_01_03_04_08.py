@@ -666,6 +666,17 @@ def test_03_q10_at_m2_and_m3_the_papers_step_cap_binds(map03):
             app.m.value = m
             mp = app.values["map"]
             assert all(mp["settled"][mp["patiences"].index(p)] <= 2000 for p in (100, 250)), (source, m)
+    app.source.value, app.m.value = "glove100k", 2
+    s3, s9 = app.values["slopes"]
+    assert s3.startswith("slope a over m = 1, 2, 3 at 3,000 steps, by patience: 11.8 ± 1.9 (100), 15.9 ± 2.3 (250), "
+                         "21.2 ± 2.3 (500), ")
+    assert s9.startswith("slope a over m = 1, 2, 3 at 9,000 steps, by patience: 11.8 ± 1.9 (100), 15.9 ± 2.3 (250), "
+                         "23.0 to ") and "at 9,000 steps" in app.readout.value
+    m3 = {mp["m"]: mp for mp in app._maps() if mp["source"] == "glove100k"}[3]
+    grew = [row[m3["patiences"].index(500)] for row in m3["cells"]]
+    assert grew[m3["steps"].index(9000)]["range"]["low"] > grew[m3["steps"].index(3000)]["n50"]   # m = 3 crammed more
+    says(answers("03-predicted-vs-measured.ipynb"), "at 3,000 steps it grows with the patience: 11.8 (100), 15.9 (250), "
+         "21.2 (500). At 9,000 steps and patience 500 it is already 23.0 or more")
     says(answers("03-predicted-vs-measured.ipynb"), "At m = 2 [A]'s 3,000-step cap stopped 9 of the 30 word strings",
          "and 11 of 30 at m = 3", "it stopped 3 of 36 and 12 of 36",
          "with 100 and 250, n50 stops moving by 2,000 steps at every m, on both sources")

@@ -162,6 +162,12 @@ def test_store_map_prints_the_grid_the_words_and_draws_it(runs, tmp_path, capsys
     assert "  patience 500: settled from 2,000 steps (the least read): n50 12.8 up to 9,000" in out
     assert "[A]'s 3,000 / 500: its 3,000-step cap stopped none of the 42 strings" in out
     assert (tmp_path / "map.png").read_bytes()[:4] == b"\x89PNG"
+    assert main(["store", "map", "--store", str(runs / "smol-tokens-9k.sqlite"), "--steps", "3000",
+                 "--patience", "500"]) == 0
+    out = capsys.readouterr().out
+    assert "smollm2-135m, tokens, protocol 497a821daa41a07e:\n  slope a over m = 1, 2, 3 at 3,000 steps, by patience: " \
+           "11.4 +- 1.4 (500), " in out
+    assert "  slope a over m = 1, 2, 3 at 9,000 steps, by patience: " in out
     for argv, msg in ((["--steps", "0", "--patience", "500"], "--steps must be whole numbers >= 1; got 0"),
                       (["--steps", "3000", "--patience", "500", "--plot", str(tmp_path / "x.txt")],
                        "--plot must be a file ending in .png, .svg or .pdf"),
@@ -260,3 +266,44 @@ def test_a_run_without_accuracy_histories_reads_only_its_own_patience(tmp_path):
     assert (own["cut"], own["cut_unknown"], own["cut_no_history"]) == (0, 36 - crammed, 36 - crammed)
     assert lines[-1] == ("the run's 3,000 / 500: whether its 3,000-step cap stops strings still gaining accuracy "
                          f"cannot be told (of the 36 strings, {36 - crammed} kept no accuracy history)")
+
+
+def test_the_slope_at_every_cell_meets_the_shipped_slopes():
+    """map_slopes fits n50 = a*m + b at every cell shared by a run's maps: at [A]'s 3000 / 500 it is
+    the shipped 3000 / 500 reading's slope, on both sources; open cells give where it can end."""
+    from accesslib.experiments.bundling import map_slopes
+
+    b = bundles.load("cram", "smollm2-135m")
+    runs = {r["source"]: r for r in map_slopes(b["budget_maps"])}
+    assert set(runs) == {"glove100k", "tokens"} and runs["tokens"]["ms"] == [1, 2, 3]
+    for source, run in runs.items():
+        read = next(r for r in b["remeasured"] if r["source"] == source and r.get("read_from"))
+        e = next(e for e in run["budgets"] if (e["max_steps"], e["patience"]) == (3000, 500))
+        assert e["slope"] == pytest.approx(read["slope"]["slope"]) and e["slope_stderr"] == pytest.approx(
+            read["slope"]["slope_stderr"])
+        assert bundles.slope_entry_text(e) == f"{read['slope']['slope']:.1f} ± {read['slope']['slope_stderr']:.1f}"
+    def at(source, steps, patience):
+        return bundles.slope_entry_text(next(e for e in runs[source]["budgets"]
+                                             if (e["max_steps"], e["patience"]) == (steps, patience)))
+
+    docs = " ".join((ROOT / "docs" / "real-models.md").read_text(encoding="utf-8").split())
+    assert (f"at 3,000 steps it is {at('glove100k', 3000, 100)}, {at('glove100k', 3000, 250)} and "
+            f"{at('glove100k', 3000, 500)} on words with patience 100, 250 and 500, and {at('tokens', 3000, 250)} and "
+            f"{at('tokens', 3000, 500)} on tokens with 250 and 500") in docs
+    nine = at("glove100k", 9000, 500)
+    assert f"At 9,000 steps and patience 500 the words slope is already {nine.split()[0]} or more" in docs
+    tok100 = next(e for e in runs["tokens"]["budgets"] if (e["max_steps"], e["patience"]) == (3000, 100))
+    assert tok100["slope"] is None and "no n50 located" in tok100["why"] and bundles.slope_entry_text(tok100) == "-"
+
+
+@pytest.mark.parametrize("entry, text", [
+    (dict(slope=21.21, slope_stderr=2.29), "21.2 ± 2.3"),
+    (dict(slope=21.21, slope_stderr=None), "21.2"),
+    (dict(slope=None, slope_range=dict(low=19.77, high=21.98), why="strings still open at m = 3"), "19.8 to 22.0"),
+    (dict(slope=None, slope_range=dict(low=17.66, high=None), why="strings still open at m = 2, 3"), "≥ 17.7"),
+    (dict(slope=None, slope_range=dict(low=None, high=30.0), why="strings still open at m = 1"), "≤ 30.0"),
+    (dict(slope=None, slope_range=None, why="strings still open at m = 3"), "open"),
+    (dict(slope=None, why="no n50 located at m = 1"), "-"),
+])
+def test_a_slope_in_a_few_characters(entry, text):
+    assert bundles.slope_entry_text(entry) == text
