@@ -791,18 +791,20 @@ def budget_map(store, steps, patiences, **filters) -> dict:
     ``cut_no_history``; None
     where the run cannot read that budget, e.g. a smaller patience of a run with patience on the
     loss) and ``settled`` (per patience: the least step budget from which n50 no longer changes
-    up to the run's steps, None while strings are open at the run's steps or a cell is missing).
-    ValueError when no curve can read any budget of the grid (:func:`live_ladder`'s message)."""
+    up to the run's steps, None while strings are open at the run's steps or a cell is missing),
+    ``refused``: why budgets of the grid cannot be read from this run (:func:`live_ladder`'s words).
+    ValueError when no curve can read any budget of the grid but its own (:func:`live_ladder`'s
+    words for the first budget it refused)."""
     steps = sorted({int(s) for s in steps})
     patiences = sorted({int(p) for p in patiences})
     if not steps or not patiences or min(steps + patiences) < 1:
         raise ValueError(f"a budget map needs step budgets and patiences, whole numbers >= 1; got steps "
                          f"{steps or 'none'} and patiences {patiences or 'none'}")
-    got = live_ladder(store, [(s, p) for s in steps for p in patiences], keep_strings=True, **filters)
-    runs = {(c["max_steps"], c["patience"]) for c in got["curves"] if c["max_steps"] is not None}
+    # each run's own steps and patience join the axes: its budget first (no budget read), then the grid
+    runs = {(c["max_steps"], c["patience"]) for c in live_ladder(store, [], **filters)["curves"]
+            if c["max_steps"] is not None}
     more_s, more_p = sorted(set(steps) | {a for a, _ in runs}), sorted(set(patiences) | {b for _, b in runs})
-    if (more_s, more_p) != (steps, patiences):   # again with each run's own steps and patience on the axes
-        got = live_ladder(store, [(s, p) for s in more_s for p in more_p], keep_strings=True, **filters)
+    got = live_ladder(store, [(s, p) for s in more_s for p in more_p], keep_strings=True, **filters)
     maps = []
     if not isinstance(store, ResultsStore):
         store = ResultsStore(store)
@@ -825,7 +827,13 @@ def budget_map(store, steps, patiences, **filters) -> dict:
                          settings=canonical(store_settings[c["protocol_hash"]]), run=(s0, p0),
                          finished=c["finished"], kept=c["kept"], kept_steps=c["kept_steps"], steps=axis_s, patiences=axis_p, lengths=own["lengths"], totals=own["totals"],
                          cells=cells, settled=[_settled(axis_s, [row[j] for row in cells])
-                                               for j in range(len(axis_p))]))
+                                               for j in range(len(axis_p))],
+                         refused=list(dict.fromkeys(c["refused"]))))
+    if maps and all(c is None or (s, p) == tuple(mp["run"]) for mp in maps
+                    for s, row in zip(mp["steps"], mp["cells"]) for p, c in zip(mp["patiences"], row)):
+        raise ValueError(next((r for mp in maps for r in mp["refused"]), "no budget of the grid can be read")
+                         + ("" if len(maps) == 1 else f" (and no other of the store's {len(maps)} curves can be "
+                                                      "read either)"))
     return dict(maps=maps, unclaimed=got["unclaimed"], unreadable=got["unreadable"])
 
 

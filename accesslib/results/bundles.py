@@ -557,7 +557,8 @@ def budget_map_lines(mp: dict, mark=None) -> list[str]:
         col = [row[j] for row in cells]
         at = mp["settled"][j]
         if col[-1] is None:
-            out.append(f"patience {p:,}: cannot be read from this run")
+            why = next((r for r in mp.get("refused") or [] if f"patience {p} " in r), "")
+            out.append(f"patience {p:,}: cannot be read from this run" + (f" ({why})" if why else ""))
         elif col[-1].get("unreadable"):
             out.append(f"patience {p:,}: cannot be read: {col[-1]['unreadable']} crammed strings kept no accuracy "
                        "history to read a smaller patience from")

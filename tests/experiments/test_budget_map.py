@@ -307,3 +307,30 @@ def test_the_slope_at_every_cell_meets_the_shipped_slopes():
 ])
 def test_a_slope_in_a_few_characters(entry, text):
     assert bundles.slope_entry_text(entry) == text
+
+
+def test_a_patience_the_run_cannot_give_is_said_with_the_reason(runs, tmp_path):
+    """A run whose patience watched the loss cannot give a smaller patience: those cells are
+    absent and the words give live_ladder's reason; its own patience still reads."""
+    import sqlite3
+
+    shutil.copyfile(runs / "smol-tokens-9k.sqlite", tmp_path / "loss.sqlite")
+    with sqlite3.connect(tmp_path / "loss.sqlite") as conn:
+        (raw,) = conn.execute("SELECT settings FROM protocols WHERE protocol_hash = '497a821daa41a07e'").fetchone()
+        conn.execute("UPDATE protocols SET settings = ? WHERE protocol_hash = '497a821daa41a07e'",
+                     (json.dumps(dict(json.loads(raw), patience_on="loss")),))
+    (mp,) = bundling.budget_map(tmp_path / "loss.sqlite", [3000], [500], m=1)["maps"]
+    assert mp["patiences"] == [500, 1500] and [row[0] for row in mp["cells"]] == [None, None]
+    assert round(mp["cells"][-1][1]["n50"], 1) == 15.6
+    line = bundles.budget_map_lines(mp)[0]
+    assert line.startswith("patience 500: cannot be read from this run (patience 500 is read from accuracy "
+                           "histories, which needs patience on teacher-forced accuracy; ") and "watched 'loss'" in line
+
+
+def test_a_run_with_a_schedule_gives_no_map_and_says_why(tmp_path):
+    """The fast protocol's schedule stretches with the step budget: no smaller budget is a prefix of
+    the run, so there is no map to draw, and the error says why."""
+    shutil.copyfile(STORES / "smol-tokens.sqlite", tmp_path / "fast.sqlite")
+    with pytest.raises(ValueError, match=r"1000 steps cannot be read from smollm2-135m's curve at m = 1 .*its "
+                                         r"learning-rate schedule \('warmup_cosine'\) stretches with max_steps"):
+        bundling.budget_map(tmp_path / "fast.sqlite", [1000, 3000], [300])
