@@ -397,7 +397,7 @@ class PredictedApp(App):
         self.values = dict(slopes=slopes, measured_slope=a, eps=eps, r=r, published_slopes=pub,
                            measured=dict(m=ms, n50=n50, n50_stderr=se), fit=dict(sl), caveats=self.caveats,
                            measured_eps=me, published_match=self.published_match)
-        self.readout.value = self._readout(slopes, a, sl, eps, r)
+        self.readout.value = self._readout(slopes, a, sl, eps, r) + map_pointer_html(b)
         self.set_status(f"bundle: {b['samples']} strings per length, protocol {b['protocol']}, "
                         f"{b['hardware'].get('cpu', '?')}, {b['wall_time']:.0f} s, made {human_date(b['created'])}")
         self.redraw()
@@ -642,6 +642,20 @@ def optimiser_words(settings: dict) -> str:
     if same:
         return "[A]'s optimiser (AdamW, lr 0.01, betas 0.9 / 0.9, no schedule)"
     return f"AdamW, lr {lr}" + (f", schedule {sched}" if sched else ", no schedule")
+
+
+def map_pointer_html(bundle) -> str:
+    """One line under 03's readout where the model's bundle keeps budget maps: which targets, and
+    that the map below says which knob of the budget limits its n50; "" without maps."""
+    maps = bundle.get("budget_maps") or []
+    if not maps:
+        return ""
+    sources = list(dict.fromkeys(SHORT_TARGETS.get(mp["source"], mp["source"]) for mp in maps))
+    runs = sorted({tuple(mp["run"]) for mp in maps})
+    return ("<div style='margin-top:4px'>Which knob of the step budget limits these n50, the steps or the "
+            f"patience: the <b>budget map</b> below reads {html.escape(' and '.join(sources))} at every step "
+            f"budget and patience of the {' and '.join(f'{s:,} / {p:,}' for s, p in runs)} "
+            f"run{'s' if len({mp['source'] for mp in maps}) > 1 else ''}.</div>")
 
 
 def budget_map_models() -> list[str]:

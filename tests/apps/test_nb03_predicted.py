@@ -773,3 +773,15 @@ def test_the_budget_map_app_shows_every_map_and_offers_its_cells(tmp_path, monke
     with pytest.raises(ValueError, match="no shipped cramming bundle keeps a budget map; add one with "
                                          "scripts/make_bundles.py --add-budget-map"):
         BudgetMapApp(canvas="agg")
+
+
+def test_the_readout_points_to_the_budget_map_where_the_model_has_one():
+    from accesslib.apps.nb03_predicted import PredictedApp
+
+    app = PredictedApp(canvas="agg", model="smollm2-135m")
+    assert ("the <b>budget map</b> below reads [A]&#x27;s words and random tokens at every step budget and patience "
+            "of the 9,000 / 1,500 runs.") in app.readout.value
+    app.model.value = "tiny-d64-v257"
+    assert "budget map" not in app.readout.value
+    app.model.value = "tiny-d32-v257"
+    assert "reads natural text at every step budget and patience of the 9,000 / 1,500 run." in app.readout.value
