@@ -725,8 +725,12 @@ class BudgetMapApp(App):
         s0, p0 = mp["run"]
         kept = (f"; {mp['kept']} still being crammed (steps {mp['kept_steps'][0]:,} to {mp['kept_steps'][1]:,}) "
                 f"when this map was read, {human_date(mp['created'], time=True)}" if mp["kept"] else "")
-        lines = bundles.budget_map_lines(mp, self.MARK)
+        lines = bundles.budget_map_lines(mp, self.MARK)   # one line per patience first, then the rest
         from accesslib.experiments.bundling import map_slopes
+
+        def ul(items):
+            return ("<ul style='margin:2px 0 0 0;padding-left:18px'>"
+                    + "".join(f"<li>{html.escape(t)}</li>" for t in items) + "</ul>")
 
         same = [m for m in self._maps() if m["source"] == mp["source"] and m["protocol_hash"] == mp["protocol_hash"]]
         slopes = [line for run in map_slopes(same)
@@ -736,8 +740,9 @@ class BudgetMapApp(App):
             f"; {html.escape(optimiser_words(mp.get('settings') or {}))}; every cell read from the same "
             f"run of {s0:,} steps with patience {p0:,}: {mp['finished']} strings finished{html.escape(kept)}. "
             f"A patience of P ends a string after P steps without a gain in teacher-forced accuracy.</div>"
-            "<ul style='margin:2px 0 0 0;padding-left:18px'>"
-            + "".join(f"<li>{html.escape(t)}</li>" for t in lines + slopes) + "</ul>")
+            + ul(lines[len(mp["patiences"]):] + slopes)
+            + "<details><summary style='cursor:pointer'>per patience: from which step budget n50 stops moving"
+              "</summary>" + ul(lines[:len(mp["patiences"])]) + "</details>")
         self.values = dict(map=mp, lines=lines, slopes=slopes)
         self.redraw()
 
