@@ -92,3 +92,46 @@ def test_a_ladder_panel_draws_each_budget_and_its_open_strings():
     # the decided n50 only: a dotted line at 15
     assert [line.get_xdata()[0] for line in ax.lines if line.get_linestyle() == ":" and
             line.get_xdata()[0] == line.get_xdata()[1]] == [15.0]
+
+
+def test_a_budget_map_draws_lines_bounds_table_and_ring():
+    """draw_budget_map: one line per patience with a point per readable cell; an open cell a hollow
+    marker at its least n50 with an arrow above; every cell its text in the table, the undecided
+    ones hatched, "k cut" under cells whose cap stopped strings; [A]'s budget ringed on both; drawn
+    again on the same axes without piling up."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    from accesslib.plots.cramming import draw_budget_map
+
+    def cell(n50=None, se=0.5, low=None, cut=0):
+        c = dict(successes=[3, 1], open=[0, 1] if low is not None else [0, 0], n50=n50, stderr=se if n50 else None,
+                 cut=cut, cut_unknown=0)
+        if low is not None:
+            c["range"] = dict(low=low, high=None, above=1, below=0)
+        return c
+
+    mp = dict(steps=[100, 300, 900], patiences=[50, 150], lengths=[4, 8],
+              cells=[[cell(5.0, cut=2), cell(5.5)], [cell(6.0), cell(6.5, cut=1)], [cell(6.0), cell(low=7.0)]])
+    texts = [["5.0", "5.5"], ["6.0", "6.5"], ["6.0", "≥ 7.0"]]
+    fig, (a, b) = plt.subplots(1, 2)
+    for _ in range(2):
+        draw_budget_map(a, b, mp, texts, mark=(300, 150))
+    lines = {ln.get_label(): ln for ln in a.get_lines()}
+    assert [round(x) for x in lines["patience 50"].get_xdata()] == [98, 295, 885]    # nudged apart
+    assert list(lines["patience 50"].get_ydata()) == [5.0, 6.0, 6.0]
+    assert list(lines["patience 150"].get_ydata()) == [5.5, 6.5, 7.0]
+    assert "300 / 150 ([A]'s)" in lines and list(lines["300 / 150 ([A]'s)"].get_ydata()) == [6.5]
+    assert "strings still open: n50 at least" in [t.get_text() for t in a.get_legend().get_texts()]
+    assert a.get_ylim()[1] > 7.5                                              # room for the arrow
+    shown = [t.get_text() for t in b.texts]
+    assert [t for t in shown if "cut" not in t] == [t for row in texts for t in row]
+    assert sorted(t for t in shown if "cut" in t) == ["1 cut", "2 cut"]
+    hatched = [p for p in b.patches if isinstance(p, Rectangle) and p.get_hatch()]
+    assert len(hatched) == 1 and hatched[0].get_xy() == (0.5, 1.5)           # the open cell
+    ring = [p for p in b.patches if isinstance(p, Rectangle) and not p.get_hatch()]
+    assert len(ring) == 1 and ring[0].get_xy() == (0.5, 0.5)                 # 300 steps, patience 150
+    assert [t.get_text() for t in b.get_yticklabels()] == ["100", "300", "900"]
+    plt.close(fig)
