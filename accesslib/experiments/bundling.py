@@ -783,16 +783,15 @@ def budget_map(store, steps, patiences, **filters) -> dict:
     step budget is where the column *settles*.
 
     Returns ``{"maps": [...], "unclaimed", "unreadable"}`` (as :func:`live_ladder`); one map per
-    curve with model, m, source, protocol_hash, settings (the protocol's, as the store keeps them),
-    run ((max_steps, patience) of the run), finished,
-    kept, kept_steps, steps and patiences (the axes, ascending), lengths, totals (strings per
-    length), ``cells`` (one row per step budget, one cell per patience: :func:`_map_cell` with
-    ``cut`` of :func:`cut_by_cap`, ``cut_unknown`` (its open and no-history strings together) and
-    ``cut_no_history``; None
-    where the run cannot read that budget, e.g. a smaller patience of a run with patience on the
-    loss) and ``settled`` (per patience: the least step budget from which n50 no longer changes
-    up to the run's steps, None while strings are open at the run's steps or a cell is missing),
-    ``refused``: why budgets of the grid cannot be read from this run (:func:`live_ladder`'s words).
+    curve with model, m, source, protocol_hash, settings (the protocol's, as the store keeps
+    them), run ((max_steps, patience) of the run), finished, kept, kept_steps, steps and
+    patiences (the axes, ascending), lengths, totals (strings per length), ``cells`` (one row per
+    step budget, one cell per patience: :func:`_map_cell` with ``cut`` of :func:`cut_by_cap`,
+    ``cut_unknown`` (its open and no-history strings together) and ``cut_no_history``; None where
+    the run cannot read that budget, e.g. a smaller patience of a run with patience on the loss),
+    ``settled`` (per patience: the least step budget from which n50 no longer changes up to the
+    run's steps, None while strings are open at the run's steps or a cell is missing) and
+    ``refused`` (why budgets of the grid cannot be read from this run, :func:`live_ladder`'s words).
     ValueError when no curve can read any budget of the grid but its own (:func:`live_ladder`'s
     words for the first budget it refused)."""
     steps = sorted({int(s) for s in steps})
@@ -825,8 +824,8 @@ def budget_map(store, steps, patiences, **filters) -> dict:
         own = rungs[(s0, p0)]
         maps.append(dict(model=c["model"], m=c["m"], source=c["source"], protocol_hash=c["protocol_hash"],
                          settings=canonical(store_settings[c["protocol_hash"]]), run=(s0, p0),
-                         finished=c["finished"], kept=c["kept"], kept_steps=c["kept_steps"], steps=axis_s, patiences=axis_p, lengths=own["lengths"], totals=own["totals"],
-                         cells=cells, settled=[_settled(axis_s, [row[j] for row in cells])
+                         finished=c["finished"], kept=c["kept"], kept_steps=c["kept_steps"], steps=axis_s,
+                         patiences=axis_p, lengths=own["lengths"], totals=own["totals"], cells=cells, settled=[_settled(axis_s, [row[j] for row in cells])
                                                for j in range(len(axis_p))],
                          refused=list(dict.fromkeys(c["refused"]))))
     if maps and all(c is None or (s, p) == tuple(mp["run"]) for mp in maps
