@@ -511,8 +511,9 @@ def cap_text(mp: dict, steps: int, patience: int, name: str) -> str:
     if settled is not None and settled <= steps and steps < mp["steps"][-1]:
         return text + ("; none of them crammed" if cut > 1 else "; it did not cram") + (
             f" with more steps (n50 the same up to {mp['steps'][-1]:,})")
-    return text + (", so more steps could still cram " + ("them" if cut > 1 else "it") if steps == mp["steps"][-1]
-                   or settled is None else "")
+    if settled is not None and settled > steps:
+        return text + f"; with more steps n50 moved (the same only from {settled:,} steps)"
+    return text + ", so more steps could still cram " + ("them" if cut > 1 else "it")
 
 
 def slope_entry_text(e: dict) -> str:

@@ -127,6 +127,11 @@ def test_a_column_settles_where_its_counts_stop_changing_and_the_words_say_so():
         "stopped 2 of the 6 strings while still gaining accuracy (within their patience of 150); none of them "
         "crammed with more steps (n50 the same up to 900)")
     assert bundles.cap_text(settled, 301, 150, "x") == ""
+    # a cut string in a column that moves later: more steps did cram
+    later = _map([[a, _cell([2, 0], 6.0, 0.5, cut=3)], [b, b], [b, b]])
+    assert bundles.cap_text(later, 100, 150, "x").endswith(
+        "stopped 3 of the 6 strings while still gaining accuracy (within their patience of 150); with more steps "
+        "n50 moved (the same only from 300 steps)")
     missing = _map([[a, None], [b, None], [b, None]])
     assert bundles.budget_map_lines(missing)[1] == "patience 150: cannot be read from this run"
 
