@@ -945,21 +945,26 @@ def _run_store_map(args) -> int:
               f"n50 by step budget (rows) and patience (columns)")
         table = [("steps \\ patience",) + tuple(f"{p:,}" for p in mp["patiences"])]
         for s, row in zip(mp["steps"], mp["cells"]):
-            table.append((f"{s:,}",) + tuple(map_cell_text(c, mp["lengths"], stderr=True).replace("±", "+-")
-                                             .replace("≥", ">=") for c in row))
+            table.append((f"{s:,}",) + tuple(_ascii(map_cell_text(c, mp["lengths"], stderr=True)) for c in row))
         _print_table(table, right=set(range(len(table[0]))), indent="  ")
         for line in budget_map_lines(mp, mark):
-            print(f"  {line.replace('≥', '>=')}")
+            print(f"  {_ascii(line)}")
     for run in map_slopes(got["maps"]):
         print(f"{run['model']}, {run['source']}, protocol {run['protocol_hash']}:")
         own = {tuple(mp["run"]) for mp in got["maps"] if (mp["model"], mp["source"], mp["protocol_hash"])
                == (run["model"], run["source"], run["protocol_hash"])}
         for line in map_slope_lines(run, sorted({mark[0]} | {s for s, _ in own})):
-            print(f"  {line.replace('≥', '>=').replace('±', '+-').replace('≤', '<=')}")
+            print(f"  {_ascii(line)}")
     if plot:
         _plot_maps(got["maps"], plot, mark)
         print(f"plot: {plot}")
     return 0
+
+
+def _ascii(text: str) -> str:
+    """The words of :mod:`accesslib.results.bundles` for a terminal: "±" as "+-", "≥" as ">=",
+    "≤" as "<=", as the other store commands print them."""
+    return text.replace("±", "+-").replace("≥", ">=").replace("≤", "<=")
 
 
 def _plot_maps(maps, path, mark) -> None:

@@ -350,7 +350,13 @@ def _add_budget_ladder(a, command):
         print(f"{name}: {bundles.ladder_text(b)} ({lad['wall_time']:.0f} s) -> {path}", flush=True)
 
 
-def _add_budget_map(a, p, command):
+def given_flags(argv) -> set[str]:
+    """The options written on the command line ``argv`` ("--source" of "--source=x" too): where an
+    option's default must not count as chosen (--source picks a run only when given)."""
+    return {x.split("=")[0] for x in argv if x.startswith("--")}
+
+
+def _add_budget_map(a, p, command, argv):
     """--add-budget-map: n50 over step budgets x patiences read from a run in --store (also one
     still going), kept in the model's shipped bundle; nothing crammed."""
     from datetime import datetime, timezone
@@ -363,7 +369,7 @@ def _add_budget_map(a, p, command):
     if not a.map_steps or not a.map_patience:
         p.error("--add-budget-map needs --map-steps and --map-patience (e.g. --map-steps 500 1000 2000 3000 "
                 "--map-patience 100 250 500)")
-    filters = {"source": a.source} if a.source_given else {}
+    filters = {"source": a.source} if "--source" in given_flags(argv) else {}
     for name in a.add_budget_map:
         try:
             got = bundling.budget_map(a.store, a.map_steps, a.map_patience, model=name, **filters)
@@ -419,7 +425,7 @@ def _read_budget(a, p, command, argv):
                 "benchmarks/runs/bundles/NAME-3000): the shipped bundles are not written over")
     if not Path(a.store).is_file():
         p.error(f"--read-budget: no results store at {a.store}")
-    given = {x.split("=")[0] for x in argv}
+    given = given_flags(argv)
     try:
         b = bundling.read_budget_bundle(a.store, a.models[0], *budget,
                                         source=a.source if "--source" in given else None,
@@ -663,7 +669,8 @@ def main(argv=None):
 
     torch.set_num_threads(max(1, a.threads))
 
-    command = "python " + " ".join(shlex.quote(x) for x in [sys.argv[0]] + list(argv if argv is not None else sys.argv[1:]))
+    argv = list(argv if argv is not None else sys.argv[1:])
+    command = "python " + " ".join(shlex.quote(x) for x in [sys.argv[0]] + argv)
     if a.radius and not a.table_only:
         _beyond(a, command)
     elif a.add_budget_check and not a.table_only:
@@ -673,10 +680,9 @@ def main(argv=None):
     elif a.add_remeasure and not a.table_only:
         _add_remeasure(a)
     elif a.add_budget_map and not a.table_only:
-        a.source_given = any(x.split("=")[0] == "--source" for x in (argv if argv is not None else sys.argv[1:]))
-        _add_budget_map(a, p, command)
+        _add_budget_map(a, p, command, argv)
     elif a.read_budget and not a.table_only:
-        _read_budget(a, p, command, list(argv if argv is not None else sys.argv[1:]))
+        _read_budget(a, p, command, argv)
     elif a.geometry_only and not a.table_only:
         from accesslib.models.loading import load_model
         for name in a.models or bundles.available("cram"):

@@ -799,14 +799,14 @@ def budget_map(store, steps, patiences, **filters) -> dict:
     if not steps or not patiences or min(steps + patiences) < 1:
         raise ValueError(f"a budget map needs step budgets and patiences, whole numbers >= 1; got steps "
                          f"{steps or 'none'} and patiences {patiences or 'none'}")
+    if not isinstance(store, ResultsStore):
+        store = ResultsStore(store)
     # each run's own steps and patience join the axes: its budget first (no budget read), then the grid
     runs = {(c["max_steps"], c["patience"]) for c in live_ladder(store, [], **filters)["curves"]
             if c["max_steps"] is not None}
     more_s, more_p = sorted(set(steps) | {a for a, _ in runs}), sorted(set(patiences) | {b for _, b in runs})
     got = live_ladder(store, [(s, p) for s in more_s for p in more_p], keep_strings=True, **filters)
     maps = []
-    if not isinstance(store, ResultsStore):
-        store = ResultsStore(store)
     store_settings = {c["protocol_hash"]: store.settings(c["protocol_hash"]) for c in got["curves"]}
     for c in got["curves"]:
         if c["max_steps"] is None:

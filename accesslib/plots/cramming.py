@@ -189,12 +189,15 @@ def draw_budget_map(ax_lines, ax_grid, mp, texts, mark=None):
     budget: :func:`accesslib.results.bundles.map_texts`). ``mark`` (steps, patience): a budget
     ringed on both (e.g. [A]'s 3000 / 500)."""
     steps, pats, cells = mp["steps"], mp["patiences"], mp["cells"]
+    points = [[_cell_point(c) for c in row] for row in cells]
+    at = (steps.index(mark[0]), pats.index(mark[1])) if mark is not None and mark[0] in steps and mark[1] in pats \
+        else None   # the ringed cell (row, column)
     ax_lines.clear()
     ax_grid.clear()
     k = len(pats)
     for j, p in enumerate(pats):
         col = budget_color(j, k)
-        pts = [(s, _cell_point(row[j])) for s, row in zip(steps, cells)]
+        pts = [(s, row[j]) for s, row in zip(steps, points)]
         pts = [(s, q) for s, q in pts if q is not None]
         if not pts:
             continue
@@ -213,7 +216,7 @@ def draw_budget_map(ax_lines, ax_grid, mp, texts, mark=None):
             ax_lines.plot([s for s, _ in low], [q[0] for _, q in low], ls="none", marker=r"$\uparrow$", ms=11,
                           color=col, transform=ax_lines.transData + _lift(ax_lines, 11))
     ax_lines.set_xscale("log")
-    tops = [q[0] + q[1] for row in cells for c in row for q in [_cell_point(c)] if q is not None]
+    tops = [q[0] + q[1] for row in points for q in row if q is not None]
     if tops:   # room above for the arrows of open strings
         lo, hi = ax_lines.get_ylim()
         ax_lines.set_ylim(lo, max(hi, max(tops) + 0.22 * (max(tops) - lo)))
@@ -223,11 +226,11 @@ def draw_budget_map(ax_lines, ax_grid, mp, texts, mark=None):
     ax_lines.set_xlabel("step budget (steps)")
     ax_lines.set_ylabel("n50 (tokens)")
     ax_lines.set_title("n50 against the step budget, one line per patience", fontsize=STYLE["font"])
-    if any(_cell_point(c) and _cell_point(c)[2] for row in cells for c in row):
+    if any(q is not None and q[2] for row in points for q in row):
         ax_lines.plot([], [], ls="none", marker="o", ms=7, mfc="white", mec=COLORS["reference"],
                       label="strings still open: n50 at least")
-    if mark is not None and mark[0] in steps and mark[1] in pats:
-        q = _cell_point(cells[steps.index(mark[0])][pats.index(mark[1])])
+    if at is not None:
+        q = points[at[0]][at[1]]
         if q is not None:
             ax_lines.plot([mark[0]], [q[0]], ls="none", marker="o", ms=15, mfc="none", mec=COLORS["current"],
                           mew=1.2, label=f"{mark[0]:,} / {mark[1]:,} ([A]'s)")
@@ -251,10 +254,10 @@ def draw_budget_map(ax_lines, ax_grid, mp, texts, mark=None):
             if c and c.get("cut"):   # strings this step cap stopped while they were still gaining
                 ax_grid.text(j, i - 0.24, f"{c['cut']}{'+' if c.get('cut_unknown') else ''} cut", ha="center",
                              va="center", fontsize=6.5, color="white" if dark else COLORS["reference"])
-    if mark is not None and mark[0] in steps and mark[1] in pats:
+    if at is not None:
         import matplotlib.patches as mpatches
-        ax_grid.add_patch(mpatches.Rectangle((pats.index(mark[1]) - 0.5, steps.index(mark[0]) - 0.5), 1, 1,
-                                             fill=False, ec=COLORS["current"], lw=2.0))
+        ax_grid.add_patch(mpatches.Rectangle((at[1] - 0.5, at[0] - 0.5), 1, 1, fill=False, ec=COLORS["current"],
+                                             lw=2.0))
     ax_grid.set_xticks(range(len(pats)))
     ax_grid.set_xticklabels([f"{p:,}" for p in pats], fontsize=8)
     ax_grid.set_yticks(range(len(steps)))
