@@ -153,9 +153,11 @@ def update_radius(art, series, *, norm: str = "r_2", trained_context=None):
             vals.append(s["cap"])
     if trained_context:
         vl = ax.axvline(trained_context, **STYLE["refline"])
+        # along the line, on its left: a legend in the lower right leaves it readable
         tx = ax.annotate(f"trained context {trained_context}", (trained_context, 0.02),
                          xycoords=("data", "axes fraction"), fontsize=7, color=COLORS["reference"],
-                         xytext=(3, 0), textcoords="offset points")
+                         xytext=(-2, 0), textcoords="offset points", rotation=90, ha="right",
+                         va="bottom")
         art["artists"] += [vl, tx]
     ax.set_ylabel(("r_2 = ||h||_2" if norm == "r_2" else "r_inf = max |h_i|") + " (log)")
     if vals:
