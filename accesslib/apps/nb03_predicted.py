@@ -303,9 +303,12 @@ class PredictedApp(App):
     POS_BOTH = ([0.072, 0.12, 0.508, 0.8], [0.68, 0.12, 0.3, 0.8])
     POS_ALONE = [0.072, 0.12, 0.908, 0.8]
 
-    def __init__(self, *, model=None, canvas="auto", published=True):
+    def __init__(self, *, model=None, canvas="auto", published=True, map_where="below"):
         super().__init__(canvas=canvas)
         from accesslib.models import embedded
+
+        #: where the readout's pointer says the budget map is ("below" in 03; "in notebook 03" elsewhere)
+        self.map_where = map_where
 
         names = bundles.available("cram")
         if not names:
@@ -397,7 +400,7 @@ class PredictedApp(App):
         self.values = dict(slopes=slopes, measured_slope=a, eps=eps, r=r, published_slopes=pub,
                            measured=dict(m=ms, n50=n50, n50_stderr=se), fit=dict(sl), caveats=self.caveats,
                            measured_eps=me, published_match=self.published_match)
-        self.readout.value = self._readout(slopes, a, sl, eps, r) + map_pointer_html(b)
+        self.readout.value = self._readout(slopes, a, sl, eps, r) + map_pointer_html(b, where=self.map_where)
         self.set_status(f"bundle: {b['samples']} strings per length, protocol {b['protocol']}, "
                         f"{b['hardware'].get('cpu', '?')}, {b['wall_time']:.0f} s, made {human_date(b['created'])}")
         self.redraw()
@@ -644,16 +647,17 @@ def optimiser_words(settings: dict) -> str:
     return f"AdamW, lr {lr}" + (f", schedule {sched}" if sched else ", no schedule")
 
 
-def map_pointer_html(bundle) -> str:
-    """One line under 03's readout where the model's bundle keeps budget maps: which targets, and
-    that the map below says which knob of the budget limits its n50; "" without maps."""
+def map_pointer_html(bundle, where="below") -> str:
+    """One line under the readout where the model's bundle keeps budget maps: which targets, and
+    that the map (``where``: "below" in 03, "in notebook 03" where the app is shown elsewhere) says
+    which knob of the budget limits its n50; "" without maps."""
     maps = bundle.get("budget_maps") or []
     if not maps:
         return ""
     sources = list(dict.fromkeys(SHORT_TARGETS.get(mp["source"], mp["source"]) for mp in maps))
     runs = sorted({tuple(mp["run"]) for mp in maps})
     return ("<div style='margin-top:4px'>Which knob of the step budget limits these n50, the steps or the "
-            f"patience: the <b>budget map</b> below reads {html.escape(' and '.join(sources))} at every step "
+            f"patience: the <b>budget map</b> {html.escape(where)} reads {html.escape(' and '.join(sources))} at every step "
             f"budget and patience of the {' and '.join(f'{s:,} / {p:,}' for s, p in runs)} "
             f"run{'s' if len({mp['source'] for mp in maps}) > 1 else ''}.</div>")
 

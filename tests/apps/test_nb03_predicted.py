@@ -785,3 +785,14 @@ def test_the_readout_points_to_the_budget_map_where_the_model_has_one():
     assert "budget map" not in app.readout.value
     app.model.value = "tiny-d32-v257"
     assert "reads natural text at every step budget and patience of the 9,000 / 1,500 run." in app.readout.value
+
+
+def test_notebook_05s_readout_points_to_the_map_in_notebook_03():
+    """05 shows the same app without the map under it: its pointer names notebook 03, not "below"."""
+    import json
+
+    cells = json.loads((ROOT / "notebooks" / "05-geometry.ipynb").read_text())["cells"]
+    (src,) = ["".join(c["source"]) for c in cells if "PredictedApp(" in "".join(c["source"])]
+    app = eval(src.splitlines()[-1].replace("PredictedApp(", "PredictedApp(canvas='agg', model='tiny-d32-v257', "))
+    assert "the <b>budget map</b> in notebook 03 reads natural text" in app.readout.value
+    assert " below " not in app.readout.value
