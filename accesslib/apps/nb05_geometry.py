@@ -186,7 +186,8 @@ class GeometryApp(App):
         v = self.values
         self.readout.value = (
             '<div style="display:flex;flex-wrap:wrap;gap:6px 24px;align-items:flex-start">'
-            '<table style="font-size:90%"><tr><th>token</th><th>|w|</th><th>b</th>'
+            '<table style="font-size:90%;border-collapse:separate;border-spacing:12px 1px;text-align:right">'
+            '<tr><th>token</th><th>|w|</th><th>b</th>'
             f"<th>argmax share</th><th>Voronoi share</th></tr>{rows}</table>"
             f'<div style="line-height:1.6">mean cost per token −⟨ln p⟩: argmax <b>{_cost_text(sh["argmax"])}</b>, '
             f'Voronoi <b>{_cost_text(sh["voronoi"])}</b> (uniform: ln|V| = {v["ln_V"]:.3f})<br>'
