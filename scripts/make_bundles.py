@@ -711,7 +711,8 @@ def main(argv=None):
                 b["geometry"]["command"] = command
             path = bundles.save(b, a.out)
             g = b["geometry"]
-            print(f"{name}: geometry re-measured (s_conv {g.get('s_conv', float('nan')):.3f}, "
+            how = f"taken from {a.geometry_file}" if a.geometry_file else "re-measured"
+            print(f"{name}: geometry {how} (s_conv {g.get('s_conv', float('nan')):.3f}, "
                   f"{g.get('zero_hit_tokens')} tokens never hit); {time.perf_counter() - t0:.0f} s -> {path}",
                   flush=True)
     elif not a.table_only:

@@ -88,3 +88,21 @@ def test_which_knob_binds_is_the_shipped_maps(readme):
     cuts = [cell(maps["glove100k", m], 3000, 500) for m in (2, 3)]
     assert [c["cut_unknown"] for c in cuts] == [0, 0] and {sum(maps["glove100k", m]["totals"]) for m in (2, 3)} == {30}
     says(readme, f"[A]'s 3000-step cap stops {cuts[0]['cut']} and {cuts[1]['cut']} of the 30 word strings")
+
+
+def test_every_embedded_model_is_converged_and_d128s_ladder(readme):
+    from accesslib.models import embedded
+
+    names = embedded.names()
+    assert all(bundles.budget_status(bundles.load("cram", n))[0] == "converged" for n in names)
+    assert len(names) == 6 and len(embedded.names("mamba")) == 1
+    says(readme, "the six embedded models (five transformers and a Mamba twin)",
+         "Every embedded model's is *converged*")
+    d128 = bundles.load("cram", "tiny-d128-v257")
+    assert d128["settings"]["max_steps"] == 3000 and d128["settings"]["patience"] == 600
+    lad = {r["max_steps"]: r for r in d128["budget_ladder"]["rungs"]}
+    assert d128["budget_ladder"]["m"] == 4 and d128["budget_ladder"]["converged_at"] == 3000
+    assert lad[1000]["moved"] is True and lad[3000]["moved"] is False
+    says(readme, f"n50 at m = 4 is {lad[1000]['n50']:.1f} ± {lad[1000]['stderr']:.1f} with 1000 steps, "
+                 f"{lad[3000]['n50']:.1f} ± {lad[3000]['stderr']:.1f} with 3000 and "
+                 f"{lad[9000]['n50']:.1f} ± {lad[9000]['stderr']:.1f} with 9000")
