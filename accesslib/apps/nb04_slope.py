@@ -102,31 +102,32 @@ class SlopeApp(App):
                                  [r["model"].replace("tiny-", "") + (" (budget-limited)" if r["budget"] == "budget-limited"
                                                                      else "") for r in rows], mean)
         spread = (max(good) / min(good)) if good else float("nan")
-        td = "<td style='padding:0 8px;line-height:1.3'>"
         self.readout.value = (
             "<table style='font-size:90%;border-collapse:collapse'><tr><th>model</th><th>d</th><th>|V|</th>"
-            "<th>measured a</th><th>R²</th><th>C</th><th>C/a</th><th>step budget ×3</th></tr>" + "".join(
-                f"<tr>{td}{html.escape(str(r['model']))}</td>{td}{html.escape(str(r['d']))}</td>"
-                f"{td}{html.escape(str(r['vocab_size']))}</td>"
-                f"{td}{r['slope']:.2f} ± {(r['slope_stderr'] or float('nan')):.2f}</td>"
-                f"{td}{(r['r2'] if r['r2'] is not None else float('nan')):.3f}</td>"
-                f"{td}{(r['C'] or float('nan')):.1f}</td>{td}{(r['ratio'] or float('nan')):.1f}</td>"
-                f"<td style='padding:0 8px;line-height:1.3' title='{html.escape(r['budget_text'], quote=True)}'>"
-                f"{html.escape(r['budget'])}</td></tr>"
-                for r in rows) + "".join(
-                f"<tr style='font-style:italic'>{td}{html.escape(str(r['model']))} "
-                f"({html.escape(str(r['family']))}, not in the family)</td>{td}{r['d']}</td>{td}{r['vocab_size']}</td>"
-                f"{td}{r['slope']:.2f} ± {(r['slope_stderr'] or float('nan')):.2f}</td>"
-                f"{td}{(r['r2'] if r['r2'] is not None else float('nan')):.3f}</td>"
-                f"{td}{(r['C'] or float('nan')):.1f}</td>{td}{(r['ratio'] or float('nan')):.1f}</td>"
-                f"<td style='padding:0 8px;line-height:1.3' title='{html.escape(r['budget_text'], quote=True)}'>"
-                f"{html.escape(r['budget'])}</td></tr>" for r in others) + "</table>"
+            "<th>measured a</th><th>R²</th><th>steps / patience</th><th>C</th><th>C/a</th>"
+            "<th>step budget ×3</th></tr>"
+            + "".join(self._row_html(r) for r in rows) + "".join(self._row_html(r, other=True) for r in others)
+            + "</table>"
             + f"<div style='margin-top:4px'>C/a ranges over a factor {spread:.2f} across the family "
               f"(mean {mean:.1f})" + (": the transformers only; the other architecture is compared with its "
                                       "transformer twin in notebook 09" if others else "")
             + ".</div>" + self._budget_html(rows + others))
         self.values = dict(rows=rows, others=others, ratio_mean=mean, ratio_spread=spread)
         self.redraw()
+
+    @staticmethod
+    def _row_html(r, other=False) -> str:
+        """One model's row of the table; ``other``: another architecture, in italics, out of the family."""
+        td = "<td style='padding:0 8px;line-height:1.3'>"
+        name = html.escape(str(r["model"])) + (f" ({html.escape(str(r['family']))}, not in the family)" if other else "")
+        budget = (f"{r['max_steps']:,} / {r['patience']:,}" if r.get("max_steps") and r.get("patience") else "?")
+        return (("<tr style='font-style:italic'>" if other else "<tr>")
+                + f"{td}{name}</td>{td}{r['d']}</td>{td}{r['vocab_size']}</td>"
+                f"{td}{r['slope']:.2f} ± {(r['slope_stderr'] or float('nan')):.2f}</td>"
+                f"{td}{(r['r2'] if r['r2'] is not None else float('nan')):.3f}</td>{td}{budget}</td>"
+                f"{td}{(r['C'] or float('nan')):.1f}</td>{td}{(r['ratio'] or float('nan')):.1f}</td>"
+                f"<td style='padding:0 8px;line-height:1.3' title='{html.escape(r['budget_text'], quote=True)}'>"
+                f"{html.escape(r['budget'])}</td></tr>")
 
     @staticmethod
     def _budget_html(rows) -> str:

@@ -638,8 +638,9 @@ def predicted_slopes(bundle: dict, eps: float, r: float) -> dict:
 
 
 def family_table(names, *, bound="ball", dtype="paper") -> list[dict]:
-    """One row per model with a bundle: d, |V|, measured slope a (± stderr, R^2), predicted C
-    under ``bound`` with eps = r_inf * unit roundoff of ``dtype``, and C/a."""
+    """One row per model with a bundle: d, |V|, measured slope a (± stderr, R^2), the step budget
+    and patience it was measured with, predicted C under ``bound`` with eps = r_inf * unit
+    roundoff of ``dtype``, and C/a."""
     rows = []
     for name in names:
         b = load("cram", name)
@@ -652,5 +653,6 @@ def family_table(names, *, bound="ball", dtype="paper") -> list[dict]:
         rows.append(dict(model=name, d=b["facts"]["d"], vocab_size=b["facts"]["vocab_size"],
                          ln_vocab=math.log(b["facts"]["vocab_size"]), slope=a,
                          slope_stderr=sl.get("slope_stderr"), r2=sl.get("r2"), C=C,
+                         max_steps=b["settings"].get("max_steps"), patience=b["settings"].get("patience"),
                          ratio=(C / a) if (C and a and a > 0) else None))
     return rows

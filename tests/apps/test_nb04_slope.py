@@ -87,6 +87,20 @@ def test_slope_app_labels_the_shipped_family():
         assert f">{r['budget']}</td></tr>" in app.readout.value
 
 
+def test_slope_app_states_each_models_step_budget():
+    """Each row names the step budget and patience its slope was measured with: the family is not
+    measured with one budget (tiny-d128-v257 needed 3000 steps to converge)."""
+    app = SlopeApp(canvas="agg")
+    rows = {r["model"]: r for r in app.values["rows"] + app.values["others"]}
+    for name, r in rows.items():
+        st = bundles.load("cram", name)["settings"]
+        assert (r["max_steps"], r["patience"]) == (st["max_steps"], st["patience"])
+        assert f"<td style='padding:0 8px;line-height:1.3'>{st['max_steps']:,} / {st['patience']:,}</td>" in \
+            app.readout.value
+    assert (rows["tiny-d128-v257"]["max_steps"], rows["tiny-d32-v257"]["max_steps"]) == (3000, 1000)
+    assert "<th>steps / patience</th>" in app.readout.value
+
+
 def test_slope_app_shows_the_mamba_twin_outside_the_family():
     """The Mamba twin's bundle opens in 04: a row of its own (slope, C/a from its bundle), kept out
     of the transformers' panels and their mean C/a."""
