@@ -83,13 +83,14 @@ class SlopeApp(App):
         if not rows:
             raise ValueError("no embedded model has a cramming bundle with a slope fit yet; "
                              "run scripts/make_bundles.py")
-        for r in rows:   # is each slope the model's, or partly its step budget's?
-            r["budget"], r["budget_text"] = bundles.budget_status(bundles.load("cram", r["model"]))
         others = [r for r in bundles.family_table(other_models(), bound=self.bound.value, dtype=self.dtype.value)
                   if r["slope"]]
-        for r in others:
-            r["budget"], r["budget_text"] = bundles.budget_status(bundles.load("cram", r["model"]))
-            r["family"] = bundles.load("cram", r["model"])["facts"].get("family")
+        for group, other in ((rows, False), (others, True)):   # is each slope the model's, or its budget's?
+            for r in group:
+                b = bundles.load("cram", r["model"])
+                r["budget"], r["budget_text"] = bundles.budget_status(b)
+                if other:
+                    r["family"] = b["facts"].get("family")
         self.rows, self.others = rows, others
         by_d, by_v = self._groups(rows)
         for i, (grp, key) in enumerate([(by_d, "d"), (by_v, "ln_vocab")]):

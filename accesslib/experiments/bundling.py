@@ -822,12 +822,12 @@ def budget_map(store, steps, patiences, **filters) -> dict:
                     cut, still, blind = cut_by_cap(c["strings"], s, p, p0)
                     cell.update(cut=cut, cut_unknown=still + blind, cut_no_history=blind)
         own = rungs[(s0, p0)]
+        settled = [_settled(axis_s, [row[j] for row in cells]) for j in range(len(axis_p))]
         maps.append(dict(model=c["model"], m=c["m"], source=c["source"], protocol_hash=c["protocol_hash"],
                          settings=canonical(store_settings[c["protocol_hash"]]), run=(s0, p0),
                          finished=c["finished"], kept=c["kept"], kept_steps=c["kept_steps"], steps=axis_s,
-                         patiences=axis_p, lengths=own["lengths"], totals=own["totals"], cells=cells, settled=[_settled(axis_s, [row[j] for row in cells])
-                                               for j in range(len(axis_p))],
-                         refused=list(dict.fromkeys(c["refused"]))))
+                         patiences=axis_p, lengths=own["lengths"], totals=own["totals"], cells=cells,
+                         settled=settled, refused=list(dict.fromkeys(c["refused"]))))
     if maps and all(c is None or (s, p) == tuple(mp["run"]) for mp in maps
                     for s, row in zip(mp["steps"], mp["cells"]) for p, c in zip(mp["patiences"], row)):
         raise ValueError(next((r for mp in maps for r in mp["refused"]), "no budget of the grid can be read")

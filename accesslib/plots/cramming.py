@@ -247,17 +247,15 @@ def draw_budget_map(ax_lines, ax_grid, mp, texts, mark=None):
         for j, c in enumerate(row):
             text = texts[i][j]
             dark = c is not None and c.get("n50") is not None and c["n50"] > 0.55 * hi + 0.45 * np.nanmin(vals)
-            if c is None or c.get("n50") is None:
-                ax_grid.add_patch(_hatch(j, i))
+            if c is None or c.get("n50") is None:   # no decided n50: hatched
+                ax_grid.add_patch(_cell_box(j, i, fill=False, hatch="///", ec="0.8", lw=0))
             ax_grid.text(j, i + (0.12 if c and c.get("cut") else 0), text, ha="center", va="center", fontsize=8,
                          color="white" if dark else "black")
             if c and c.get("cut"):   # strings this step cap stopped while they were still gaining
                 ax_grid.text(j, i - 0.24, f"{c['cut']}{'+' if c.get('cut_unknown') else ''} cut", ha="center",
                              va="center", fontsize=6.5, color="white" if dark else COLORS["reference"])
     if at is not None:
-        import matplotlib.patches as mpatches
-        ax_grid.add_patch(mpatches.Rectangle((at[1] - 0.5, at[0] - 0.5), 1, 1, fill=False, ec=COLORS["current"],
-                                             lw=2.0))
+        ax_grid.add_patch(_cell_box(at[1], at[0], fill=False, ec=COLORS["current"], lw=2.0))
     ax_grid.set_xticks(range(len(pats)))
     ax_grid.set_xticklabels([f"{p:,}" for p in pats], fontsize=8)
     ax_grid.set_yticks(range(len(steps)))
@@ -275,8 +273,8 @@ def _lift(ax, points):
     return mtransforms.ScaledTranslation(0, points / 72, ax.figure.dpi_scale_trans)
 
 
-def _hatch(j, i):
-    """The hatched square of a budget map cell without a decided n50."""
+def _cell_box(j, i, **style):
+    """The square of a budget map cell (column ``j``, row ``i``), drawn with ``style``."""
     import matplotlib.patches as mpatches
 
-    return mpatches.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", ec="0.8", lw=0)
+    return mpatches.Rectangle((j - 0.5, i - 0.5), 1, 1, **style)
