@@ -51,7 +51,8 @@ def test_smollm2_under_the_published_protocol(readme):
                  f"{wc[3]['n50']:.1f} ± {wc[3]['n50_stderr']:.1f}: **a slope of {ws['slope']:.1f} ± "
                  f"{ws['slope_stderr']:.1f} tokens per vector over m = 1..3 under [A]'s own protocol** "
                  f"(C_ball / a = {ball / ws['slope']:.0f})",
-         f"9000 / 1500 puts m = 2 at {words3['budget_check']['ms']['2']['n50_3x_low']:.1f} or more",
+         f"9000 / 1500 puts m = 2 at {words3['budget_check']['ms']['2']['n50_3x_low']:.1f} and m = 3 at "
+         f"{words3['budget_check']['ms']['3']['n50_3x_low']:.1f} or more",
          f"[A]'s protocol gives {tc[2]['n50']:.1f} ± {tc[2]['n50_stderr']:.1f} at m = 2 and "
          f"{tc[3]['n50']:.1f} ± {tc[3]['n50_stderr']:.1f} at m = 3: **a slope of {ts['slope']:.2f} ± "
          f"{ts['slope_stderr']:.1f} over m = 1..3** (C_ball / a = {ball / ts['slope']:.0f})")
@@ -88,6 +89,16 @@ def test_which_knob_binds_is_the_shipped_maps(readme):
     cuts = [cell(maps["glove100k", m], 3000, 500) for m in (2, 3)]
     assert [c["cut_unknown"] for c in cuts] == [0, 0] and {sum(maps["glove100k", m]["totals"]) for m in (2, 3)} == {30}
     says(readme, f"[A]'s 3000-step cap stops {cuts[0]['cut']} and {cuts[1]['cut']} of the 30 word strings")
+    # yet at patience 500 more steps cram none of them, except words at m = 3
+    same = {k: cell(mp, 3000, 500)["successes"] == cell(mp, 9000, 500)["successes"] for k, mp in maps.items()}
+    assert same == {("glove100k", 1): True, ("glove100k", 2): True, ("glove100k", 3): False,
+                    ("tokens", 1): True, ("tokens", 2): True, ("tokens", 3): True}
+    w3 = cell(maps["glove100k", 3], 9000, 500)
+    says(readme, "9000 steps cram none of them at m = 2: n50 stays "
+                 f"{cell(maps['glove100k', 2], 9000, 500)['n50']:.1f} up to 9,000 steps (random tokens: "
+                 f"{cell(maps['tokens', 2], 9000, 500)['n50']:.1f} and {cell(maps['tokens', 3], 9000, 500)['n50']:.1f} "
+                 f"at m = 2 and 3 stay put too), and only words at m = 3 gain ({w3['range']['low']:.1f} or more against "
+                 f"{cell(maps['glove100k', 3], 3000, 500)['n50']:.1f})", "So far the patience binds, not the steps")
 
 
 def test_every_embedded_model_is_converged_and_d128s_ladder(readme):

@@ -296,7 +296,9 @@ def test_the_slope_at_every_cell_meets_the_shipped_slopes():
             f"{at('glove100k', 3000, 500)} on words with patience 100, 250 and 500, and {at('tokens', 3000, 250)} and "
             f"{at('tokens', 3000, 500)} on tokens with 250 and 500") in docs
     nine = at("glove100k", 9000, 500)
-    assert f"At 9,000 steps and patience 500 the words slope is already {nine.split()[0]} or more" in docs
+    assert at("tokens", 9000, 500) == at("tokens", 3000, 500)
+    assert (f"At 9,000 steps and patience 500 the tokens slope is the same {at('tokens', 9000, 500)}, and the words "
+            f"slope is already {nine.split()[0]} or more ({nine} however the open m = 3 strings end)") in docs
     tok100 = next(e for e in runs["tokens"]["budgets"] if (e["max_steps"], e["patience"]) == (3000, 100))
     assert tok100["slope"] is None and "no n50 located" in tok100["why"] and bundles.slope_entry_text(tok100) == "-"
 
