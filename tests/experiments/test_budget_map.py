@@ -1,6 +1,7 @@
 """The budget map: n50 over step budgets x patiences read from one run, the strings each step cap
 stops while they are still gaining, its words, its command line, its bundle record and its plot."""
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -230,8 +231,6 @@ def test_the_shipped_maps_agree_with_the_shipped_readings_of_the_same_runs():
 def test_the_docs_table_is_the_shipped_maps():
     """docs/real-models.md's "Which knob binds" table, row by row, from the shipped maps: a map read
     again as the runs go on cannot leave the table with older numbers."""
-    import re
-
     docs = re.sub(r"[ \t]+", " ", (ROOT / "docs" / "real-models.md").read_text(encoding="utf-8"))
     names = {"glove100k": "[A]'s words", "tokens": "random tokens"}
     cut = {}
@@ -347,3 +346,28 @@ def test_a_run_with_a_schedule_gives_no_map_and_says_why(tmp_path):
     with pytest.raises(ValueError, match=r"1000 steps cannot be read from smollm2-135m's curve at m = 1 .*its "
                                          r"learning-rate schedule \('warmup_cosine'\) stretches with max_steps"):
         bundling.budget_map(tmp_path / "fast.sqlite", [1000, 3000], [300])
+
+
+def test_the_docs_in_short_rows_at_9000_1500_are_the_shipped_readings():
+    """docs/real-models.md's "In short" rows for the running 9000 / 1500: n50 at m = 1 and the
+    lower bounds at m = 2 and 3 from the shipped 3000 / 500 readings' checks, the slope's lower
+    bound from the shipped maps (map_slopes), so a re-read cannot leave them older."""
+    from accesslib.experiments.bundling import map_slopes
+
+    b = bundles.load("cram", "smollm2-135m")
+    docs = re.sub(r"[ \t]+", " ", (ROOT / "docs" / "real-models.md").read_text(encoding="utf-8"))
+    slopes = {r["source"]: r for r in map_slopes(b["budget_maps"])}
+    names = {"glove100k": "[A]'s words", "tokens": "random tokens"}
+    for source, name in names.items():
+        read = next(r for r in b["remeasured"] if r["source"] == source and r.get("read_from"))
+        ms = read["budget_check"]["ms"]
+
+        def at(m, ms=ms):
+            c = ms[str(m)]
+            return f"{c['n50_3x']:.1f} ± {c['stderr_3x']:.1f}" if c["n50_3x"] is not None else f"≥ {c['n50_3x_low']:.1f}"
+
+        e = next(e for e in slopes[source]["budgets"] if (e["max_steps"], e["patience"]) == (9000, 1500))
+        row = (f"| {name}, [A]'s protocol | 9000 / 1500 (running) | {at(1)} | {at(2)} | {at(3)} | "
+               f"{bundles.slope_entry_text(e)} | |")
+        assert row in docs, f"docs/real-models.md no longer has the row {row!r}"
+
