@@ -511,8 +511,19 @@ def cap_text(mp: dict, steps: int, patience: int, name: str) -> str:
     if settled is not None and settled <= steps and steps < mp["steps"][-1]:
         return text + ("; none of them crammed" if cut > 1 else "; it did not cram") + (
             f" with more steps (n50 the same up to {mp['steps'][-1]:,})")
-    if settled is not None and settled > steps:
-        return text + f"; with more steps n50 moved (the same only from {settled:,} steps)"
+    # what more steps at the same patience did with them: every string the largest step budget
+    # crams beyond this one, and every string still open there, is one this cap cut
+    last = mp["cells"][-1][mp["patiences"].index(patience)]
+    if steps < mp["steps"][-1] and last is not None and not last.get("unreadable"):
+        gained, still = sum(last["successes"]) - sum(cell["successes"]), sum(last["open"])
+        if settled is not None and settled > steps:
+            did = f"{gained} of them crammed" if cut > 1 else "it crammed"
+            return text + f"; with more steps {did} and n50 moved (the same only from {settled:,} steps)"
+        if still and cut == 1:
+            return text + f"; it is still being crammed short of {mp['steps'][-1]:,} steps"
+        if still:
+            return (text + f"; up to {mp['steps'][-1]:,} steps {gained or 'none'} of them crammed so far, "
+                    f"{still} still being crammed")
     return text + ", so more steps could still cram " + ("them" if cut > 1 else "it")
 
 

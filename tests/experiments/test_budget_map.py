@@ -117,7 +117,7 @@ def test_a_column_settles_where_its_counts_stop_changing_and_the_words_say_so():
     assert lines[1] == "patience 150: not decided at 900 steps (n50 ≥ 7.0, strings still being crammed)"
     assert lines[2] == "at 900 steps, n50 by patience: 7.0 (50), ≥ 7.0 (150)"
     assert lines[3] == ("[A]'s 300 / 150: its 300-step cap stopped 1 of the 6 strings while still gaining accuracy "
-                        "(within their patience of 150), so more steps could still cram it")
+                        "(within their patience of 150); it is still being crammed short of 900 steps")
     assert lines[4] == ("the run's 900 / 150: whether its 900-step cap stops strings still gaining accuracy cannot "
                         "be told yet (of the 6 strings, 1 still being crammed short of it)")
     still = _map([[a, a], [a, b]], steps=(100, 900))
@@ -132,7 +132,20 @@ def test_a_column_settles_where_its_counts_stop_changing_and_the_words_say_so():
     later = _map([[a, _cell([2, 0], 6.0, 0.5, cut=3)], [b, b], [b, b]])
     assert bundles.cap_text(later, 100, 150, "x").endswith(
         "stopped 3 of the 6 strings while still gaining accuracy (within their patience of 150); with more steps "
-        "n50 moved (the same only from 300 steps)")
+        "2 of them crammed and n50 moved (the same only from 300 steps)")
+    # cut strings while the largest budget still crams some: how many crammed so far, how many are open
+    c3 = _cell([2, 0], 6.0, 0.5, cut=3)
+    going = _map([[a, c3], [a, c3], [b, _cell([3, 0], open_=[0, 1], range=dict(low=7.0, high=8.5), cut_unknown=1)]])
+    assert going["settled"][1] is None
+    assert bundles.cap_text(going, 300, 150, "x").endswith(
+        "stopped 3 of the 6 strings while still gaining accuracy (within their patience of 150); up to 900 steps "
+        "1 of them crammed so far, 1 still being crammed")
+    none_yet = _map([[a, c3], [a, c3], [b, _cell([2, 0], open_=[0, 2], range=dict(low=6.0, high=8.5), cut_unknown=2)]])
+    assert bundles.cap_text(none_yet, 300, 150, "x").endswith("up to 900 steps none of them crammed so far, "
+                                                              "2 still being crammed")
+    # the map cannot read the largest budget at that patience: no claim about later steps
+    blind = _map([[a, c3], [a, c3], [b, dict(_cell([2, 0]), unreadable=2)]])
+    assert bundles.cap_text(blind, 300, 150, "x").endswith(", so more steps could still cram them")
     missing = _map([[a, None], [b, None], [b, None]])
     assert bundles.budget_map_lines(missing)[1] == "patience 150: cannot be read from this run"
 
