@@ -522,8 +522,8 @@ def cap_text(mp: dict, steps: int, patience: int, name: str) -> str:
         if still and cut == 1:
             return text + f"; it is still being crammed short of {mp['steps'][-1]:,} steps"
         if still:
-            return (text + f"; up to {mp['steps'][-1]:,} steps {gained or 'none'} of them crammed so far, "
-                    f"{still} still being crammed")
+            return (text + f"; with more steps (up to {mp['steps'][-1]:,}) {gained or 'none'} of them crammed so "
+                    f"far, {still} still being crammed")
     return text + ", so more steps could still cram " + ("them" if cut > 1 else "it")
 
 

@@ -672,7 +672,7 @@ def test_03_q10_at_the_papers_patience_its_step_cap_costs_little_at_m2_and_m3(ma
             gained = [b - a for a, b in zip(cell["successes"], nine["successes"])]
             assert gained == [0, 0, 0, 1, 0] and mp["lengths"][3] == 82 and nine["open"] == [0, 0, 0, 0, 2]
             assert (round(cell["n50"], 1), round(nine["range"]["low"], 1)) == (62.5, 66.0)
-            assert "up to 9,000 steps 1 of them crammed so far, 2 still being crammed" in app.readout.value
+            assert "with more steps (up to 9,000) 1 of them crammed so far, 2 still being crammed" in app.readout.value
             assert mp["settled"][mp["patiences"].index(500)] is None
     for source in ("glove100k", "tokens"):
         app.source.value = source

@@ -138,10 +138,10 @@ def test_a_column_settles_where_its_counts_stop_changing_and_the_words_say_so():
     going = _map([[a, c3], [a, c3], [b, _cell([3, 0], open_=[0, 1], range=dict(low=7.0, high=8.5), cut_unknown=1)]])
     assert going["settled"][1] is None
     assert bundles.cap_text(going, 300, 150, "x").endswith(
-        "stopped 3 of the 6 strings while still gaining accuracy (within their patience of 150); up to 900 steps "
-        "1 of them crammed so far, 1 still being crammed")
+        "stopped 3 of the 6 strings while still gaining accuracy (within their patience of 150); with more steps "
+        "(up to 900) 1 of them crammed so far, 1 still being crammed")
     none_yet = _map([[a, c3], [a, c3], [b, _cell([2, 0], open_=[0, 2], range=dict(low=6.0, high=8.5), cut_unknown=2)]])
-    assert bundles.cap_text(none_yet, 300, 150, "x").endswith("up to 900 steps none of them crammed so far, "
+    assert bundles.cap_text(none_yet, 300, 150, "x").endswith("(up to 900) none of them crammed so far, "
                                                               "2 still being crammed")
     # the map cannot read the largest budget at that patience: no claim about later steps
     blind = _map([[a, c3], [a, c3], [b, dict(_cell([2, 0]), unreadable=2)]])
