@@ -517,8 +517,14 @@ def cap_text(mp: dict, steps: int, patience: int, name: str) -> str:
     if steps < mp["steps"][-1] and last is not None and not last.get("unreadable"):
         gained, still = sum(last["successes"]) - sum(cell["successes"]), sum(last["open"])
         if settled is not None and settled > steps:
-            did = f"{gained} of them crammed" if cut > 1 else "it crammed"
-            return text + f"; with more steps {did} and n50 moved (the same only from {settled:,} steps)"
+            did = f"with more steps {gained} of them crammed" if cut > 1 else "with more steps it crammed"
+            did += f" by {settled:,} steps"
+            if None in (cell.get("n50"), last.get("n50"), cell.get("stderr"), last.get("stderr")):
+                return text + f"; {did}, and n50 is the same from there up to {mp['steps'][-1]:,}"
+            se = math.hypot(cell["stderr"], last["stderr"])
+            shift = f" ({(last['n50'] - cell['n50']) / se:+.1f} combined standard errors)" if se > 0 else ""
+            return (text + f"; {did}: n50 {cell['n50']:.1f} → {last['n50']:.1f}{shift}, the same from there up "
+                    f"to {mp['steps'][-1]:,}")
         if still and cut == 1:
             return text + f"; it is still being crammed short of {mp['steps'][-1]:,} steps"
         if still:

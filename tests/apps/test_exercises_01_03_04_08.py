@@ -516,7 +516,7 @@ def test_03_q8_smollm2_remeasured_under_the_published_protocol():
             f"<b>{app.values['slopes']['ball'] / sl['slope']:.1f}×</b>") in app.readout.value
     chk = read["budget_check"]["ms"]
     assert chk["2"]["moved"] is True and chk["2"]["n50_3x"] is None and round(chk["2"]["n50_3x_low"], 1) == 54.2
-    assert chk["3"]["moved"] is True and chk["3"]["n50_3x"] is None and round(chk["3"]["n50_3x_low"], 1) == 72.2
+    assert chk["3"]["moved"] is True and chk["3"]["n50_3x"] is None and round(chk["3"]["n50_3x_low"], 1) == 76.8
     assert round(chk["1"]["shift"], 1) == 3.7                       # "20.1 to 30.7 on words, 3.7 combined ..."
     assert budget_status(read)[0] == "budget-limited"
     # m = 3 lies below the line through m = 1 and 2
@@ -586,7 +586,7 @@ def test_03_q8_smollm2_remeasured_under_the_published_protocol():
          "Every other label reads *budget-limited*",
          "moves n50 at m = 1 by more than its standard error (20.1 to 30.7 on words, 3.7 combined standard "
          "errors; 12.8 to 15.6 on tokens, 1.4), and already puts m = 2 at 54.2 (words) and 32.2 (tokens) or more, "
-         "and m = 3 at 72.2 and 46.6 or more",
+         "and m = 3 at 76.8 and 46.6 or more",
          "m = 3 lies below the line through m = 1 and 2 (65.7 and 41.1)",
          "a vector holds nearly twice as many tokens of words as of random ids (21.2 ± 2.3 against 11.4 ± 1.4, "
          "3.7 combined standard errors apart)")
@@ -649,11 +649,12 @@ def test_03_q9_at_the_papers_patience_more_steps_do_not_move_n50_at_m1(map03):
          "100, 250, 500, 1,000 and 1,500 (random tokens: 10.1, 12.8, 13.5 and 15.6 for 250 to 1,500)")
 
 
-def test_03_q10_at_the_papers_patience_its_step_cap_costs_little_at_m2_and_m3(map03):
+def test_03_q10_at_the_papers_patience_its_step_cap_costs_nothing_measurable(map03):
     """Q10: [A]'s cap stopped 9 / 30 and 11 / 30 word strings at m = 2 and 3, 3 / 36 and 12 / 36
     token strings, all still gaining within patience 500; yet 9,000 steps at patience 500 cram none
-    of them (each ran out of patience, none cut at 9,000) except on words at m = 3, where one more
-    crams at n = 82 and two are open; patience 100 and 250 settle by 2,000 steps at every m."""
+    of them (each ran out of patience, none cut at 9,000) except one word string at m = 3 (n = 82),
+    which moves n50 from 62.5 to 66.0 by +0.6 combined stderr; patience 100 and 250 settle by 2,000
+    steps at every m; the slopes at patience 500 at 3,000 and 9,000 steps."""
     app = map03
     want = {("glove100k", 2): (9, 30), ("glove100k", 3): (11, 30), ("tokens", 2): (3, 36), ("tokens", 3): (12, 36)}
     stays = {("glove100k", 2): 42.9, ("tokens", 2): 27.0, ("tokens", 3): 35.5}
@@ -662,18 +663,21 @@ def test_03_q10_at_the_papers_patience_its_step_cap_costs_little_at_m2_and_m3(ma
         mp = app.values["map"]
         cell, nine = _cell(app, 3000, 500), _cell(app, 9000, 500)
         assert (cell["cut"], cell["cut_unknown"], sum(mp["totals"])) == (cut, 0, total), (source, m)
+        assert (nine["cut"], nine["cut_unknown"], sum(nine["open"])) == (0, 0, 0)     # all ran out of patience
         assert f"stopped {cut} of the {total} strings while still gaining accuracy" in app.readout.value
         if (source, m) in stays:
-            assert nine["successes"] == cell["successes"] and (nine["cut"], nine["cut_unknown"]) == (0, 0)
+            assert nine["successes"] == cell["successes"]
             assert mp["settled"][mp["patiences"].index(500)] == 3000
             assert round(nine["n50"], 1) == round(cell["n50"], 1) == stays[source, m]
             assert "none of them crammed with more steps (n50 the same up to 9,000)" in app.readout.value
-        else:                                               # words, m = 3: one more at n = 82, two open at 108
+        else:                                               # words, m = 3: one more at n = 82
             gained = [b - a for a, b in zip(cell["successes"], nine["successes"])]
-            assert gained == [0, 0, 0, 1, 0] and mp["lengths"][3] == 82 and nine["open"] == [0, 0, 0, 0, 2]
-            assert (round(cell["n50"], 1), round(nine["range"]["low"], 1)) == (62.5, 66.0)
-            assert "with more steps (up to 9,000) 1 of them crammed so far, 2 still being crammed" in app.readout.value
-            assert mp["settled"][mp["patiences"].index(500)] is None
+            assert gained == [0, 0, 0, 1, 0] and mp["lengths"][3] == 82
+            shift = (nine["n50"] - cell["n50"]) / math.hypot(nine["stderr"], cell["stderr"])
+            assert (round(cell["n50"], 1), round(nine["n50"], 1), round(shift, 1)) == (62.5, 66.0, 0.6)
+            assert mp["settled"][mp["patiences"].index(500)] == 4500
+            assert ("with more steps 1 of them crammed by 4,500 steps: n50 62.5 → 66.0 (+0.6 combined standard "
+                    "errors), the same from there up to 9,000") in app.readout.value
     for source in ("glove100k", "tokens"):
         app.source.value = source
         for m in (1, 2, 3):
@@ -686,19 +690,20 @@ def test_03_q10_at_the_papers_patience_its_step_cap_costs_little_at_m2_and_m3(ma
     assert s3.startswith("slope a over m = 1, 2, 3 at 3,000 steps, by patience: 11.8 ± 1.9 (100), 15.9 ± 2.3 (250), "
                          "21.2 ± 2.3 (500), ")
     assert s9.startswith("slope a over m = 1, 2, 3 at 9,000 steps, by patience: 11.8 ± 1.9 (100), 15.9 ± 2.3 (250), "
-                         "23.0 to ") and "at 9,000 steps" in app.readout.value
+                         "23.0 ± 2.6 (500), ") and "at 9,000 steps" in app.readout.value
     app.source.value = "tokens"
     assert round(_cell(app, 9000, 1500)["range"]["low"], 1) == 32.2
     t3, t9 = app.values["slopes"]
     assert "11.4 ± 1.4 (500)" in t3 and "11.4 ± 1.4 (500)" in t9
-    says(answers("03-predicted-vs-measured.ipynb"), "at 3,000 steps it grows with the patience: 11.8 (100), 15.9 (250), "
-         "21.2 (500). At 9,000 steps and patience 500 it is already 23.0 or more, because of the m = 3 strings alone",
-         "On tokens it is 11.4 ± 1.4 at patience 500 with 3,000 steps and with 9,000")
-    says(answers("03-predicted-vs-measured.ipynb"), "9 of the 30 word strings at m = 2 and 11 of 30 at m = 3, "
-         "3 of 36 and 12 of 36 on random tokens", "the run's 9,000 steps cram none of them at patience 500, except on "
-         "words at m = 3", "n50 stays 42.9 (words, m = 2), 27.0 and 35.5 (tokens, m = 2 and 3) from 3,000 steps up to "
-         "9,000", "one more string crams at n = 82", "hatched \"≥ 66.0\" (against 62.5) because two strings are still "
-         "being crammed", "Patience 100 and 250 settle by 2,000 steps too, at every m, on both sources",
+    says(answers("03-predicted-vs-measured.ipynb"), "At patience 500 it is 11.4 ± 1.4 on tokens with 3,000 steps "
+         "and with 9,000, and 21.2 ± 2.3 against 23.0 ± 2.6 on words", "On words at 3,000 steps it grows with the "
+         "patience: 11.8 (100), 15.9 (250), 21.2 (500)")
+    says(answers("03-predicted-vs-measured.ipynb"), "Nothing measurable, at [A]'s own patience",
+         "9 of the 30 word strings at m = 2 and 11 of 30 at m = 3, 3 of 36 and 12 of 36 on random tokens",
+         "the run's 9,000 steps cram none of them at patience 500, except one word string at m = 3",
+         "n50 stays 42.9 (words, m = 2), 27.0 and 35.5 (tokens, m = 2 and 3) from 3,000 steps up to 9,000",
+         "the one more string (at n = 82) takes n50 from 62.5 to 66.0, +0.6 combined standard errors: within the error",
+         "Patience 100 and 250 settle by 2,000 steps too, at every m, on both sources",
          "patience 1,500 already puts m = 2 at 54.2 (words) and 32.2 (tokens) or more")
 
 
