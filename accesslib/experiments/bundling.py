@@ -20,6 +20,7 @@ from accesslib.results.bundles import (
     ended_under,
     finite_or_none,
     geometry_record,
+    n50_moved,
     patience_stop,
     slope_record,
 )
@@ -240,15 +241,6 @@ def open_rung_moved(a: dict, b: dict):
         shifts.append((max(b["lengths"]) - a["n50"]) / a["stderr"])
     least = min(shifts)
     return (True, least) if least > 1 else (None, None)
-
-
-def n50_moved(n50, se, n50_x, se_x):
-    """|n50_x - n50| > sqrt(se^2 + se_x^2), or None when a fit gave no n50 or no stderr."""
-    if None in (n50, se, n50_x, se_x):
-        return None, None
-    comb = math.hypot(se, se_x)
-    shift = (n50_x - n50) / comb if comb > 0 else None
-    return (abs(n50_x - n50) > comb), shift
 
 
 def budget_check(lm, bundle_or_curves, factor: int = 3, ms=None, *, samples: int | None = None, store=None,

@@ -483,6 +483,15 @@ def map_texts(mp: dict) -> list[list[str]]:
     return [[map_cell_text(c, mp["lengths"]) for c in row] for row in mp["cells"]]
 
 
+def n50_moved(n50, se, n50_x, se_x):
+    """|n50_x - n50| > sqrt(se^2 + se_x^2), or None when a fit gave no n50 or no stderr."""
+    if None in (n50, se, n50_x, se_x):
+        return None, None
+    comb = math.hypot(se, se_x)
+    shift = (n50_x - n50) / comb if comb > 0 else None
+    return (abs(n50_x - n50) > comb), shift
+
+
 def cap_text(mp: dict, steps: int, patience: int, name: str) -> str:
     """What the step cap of one budget of a map did ("cut" of
     :func:`accesslib.experiments.bundling.cut_by_cap`), named ``name`` ("[A]'s 3,000 / 500"):
@@ -519,11 +528,11 @@ def cap_text(mp: dict, steps: int, patience: int, name: str) -> str:
         if settled is not None and settled > steps:
             did = f"with more steps {gained} of them crammed" if cut > 1 else "with more steps it crammed"
             did += f" by {settled:,} steps"
-            if None in (cell.get("n50"), last.get("n50"), cell.get("stderr"), last.get("stderr")):
+            moved, shift = n50_moved(cell.get("n50"), cell.get("stderr"), last.get("n50"), last.get("stderr"))
+            if moved is None:
                 return text + f"; {did}, and n50 is the same from there up to {mp['steps'][-1]:,}"
-            se = math.hypot(cell["stderr"], last["stderr"])
-            shift = f" ({(last['n50'] - cell['n50']) / se:+.1f} combined standard errors)" if se > 0 else ""
-            return (text + f"; {did}: n50 {cell['n50']:.1f} → {last['n50']:.1f}{shift}, the same from there up "
+            by = f" ({shift:+.1f} combined standard errors)" if shift is not None else ""
+            return (text + f"; {did}: n50 {cell['n50']:.1f} → {last['n50']:.1f}{by}, the same from there up "
                     f"to {mp['steps'][-1]:,}")
         if still and cut == 1:
             return text + f"; it is still being crammed short of {mp['steps'][-1]:,} steps"

@@ -390,4 +390,3 @@ def test_the_docs_in_short_rows_at_9000_1500_are_the_shipped_readings():
         row = (f"| {name}, [A]'s protocol | 9000 / 1500 (running) | {at(1)} | {at(2)} | {at(3)} | "
                f"{bundles.slope_entry_text(e)} | |")
         assert row in docs, f"docs/real-models.md no longer has the row {row!r}"
-
