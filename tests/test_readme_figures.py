@@ -63,6 +63,29 @@ def test_smollm2_under_the_published_protocol(readme):
     says(readme, "budget-limited as well")
 
 
+def test_the_random_token_slope_at_three_times_the_papers_budget(readme):
+    """The tokens run's own 9000 / 1500 over m = 1..3 against [A]'s 3000 / 500 read from the same
+    strings, and the patience behind the jump at m = 3 (its budget map at 9,000 steps)."""
+    smol = bundles.load("cram", "smollm2-135m")
+    tokens9 = next(r for r in smol["remeasured"] if r["source"] == "tokens" and not r.get("read_from")
+                   and (r["settings"]["max_steps"], r["settings"]["patience"]) == (9000, 1500))
+    tokens3 = next(r for r in smol["remeasured"] if r["source"] == "tokens" and r.get("read_from"))
+    c9, c3 = ({c["m"]: c for c in r["curves"]} for r in (tokens9, tokens3))
+    s9, s3 = tokens9["slope"], tokens3["slope"]
+    assert s9["stderr_from"] == s3["stderr_from"] == "n50 stderrs"   # like with like
+    ball = bounds.slope(smol["facts"]["d"], smol["facts"]["vocab_size"], 2.0 ** -11, 1.0)
+    apart = (s9["slope"] - s3["slope"]) / math.hypot(s9["slope_stderr"], s3["slope_stderr"])
+    says(readme, f"n50 = {c9[1]['n50']:.1f}, {c9[2]['n50']:.1f} and {c9[3]['n50']:.1f} at m = 1, 2, 3, "
+                 f"**a = {s9['slope']:.1f} ± {s9['slope_stderr']:.1f}** (C_ball / a = {ball / s9['slope']:.0f}), "
+                 f"{apart:.1f} combined standard errors above [A]'s 3000 / 500",
+         f"The jump is at m = 3 ({c3[3]['n50']:.1f} → {c9[3]['n50']:.1f})")
+    mp = next(mp for mp in smol["budget_maps"] if mp["source"] == "tokens" and mp["m"] == 3)
+    row = mp["cells"][mp["steps"].index(9000)]
+    at = [f"{row[mp['patiences'].index(p)]['n50']:.1f}" for p in (500, 1000, 1500)]
+    says(readme, f"at 9,000 steps m = 3 gives {at[0]}, {at[1]} and {at[2]} with patience 500, 1,000 and 1,500")
+    assert at[2] == f"{c9[3]['n50']:.1f}" and bundles.budget_status(tokens9)[0] == "budget-limited"
+
+
 def test_gemma_under_the_published_protocol(readme):
     gemma = bundles.load("cram", "gemma-3-270m")
     (c,) = gemma["curves"]

@@ -148,8 +148,18 @@ def remeasured_points(bundle) -> list[tuple]:
 def remeasured_fits(bundle) -> list[tuple]:
     """The slope of each re-measurement of the model over two m or more (the bundle's
     ``remeasured`` with a ``slope``) as (m_lo, m_hi, a, b, source, budget words, slope words): the
-    line n50 = a·m + b over the m it was fitted on, and what names it ("a = 11.4 ± 1.4")."""
-    return [fit for rec in bundle.get("remeasured") or [] if (fit := _remeasured_fit(rec)) is not None]
+    line n50 = a·m + b over the m it was fitted on, and what names it ("a = 11.4 ± 1.4"); the
+    smaller budget first (:func:`_by_budget`)."""
+    return [fit for rec in _by_budget(bundle.get("remeasured") or []) if (fit := _remeasured_fit(rec)) is not None]
+
+
+def _by_budget(records) -> list:
+    """Re-measurements by their step budget, then patience, smallest first (stable: at one budget
+    the bundle's order), so that a slope under [A]'s 3000 / 500 is read before one at 9000 / 1500."""
+    def budget(rec):
+        settings = rec.get("settings") or {}
+        return settings.get("max_steps") or 0, settings.get("patience") or 0
+    return sorted(records, key=budget)
 
 
 def _remeasured_fit(rec) -> tuple | None:
@@ -179,7 +189,7 @@ def remeasured_html(bundle, ball: float | None = None) -> str:
     if not records:
         return ""
     slopes = []
-    for rec in records:
+    for rec in _by_budget(records):
         if (fit := _remeasured_fit(rec)) is None:
             continue
         se = (rec.get("slope") or {}).get("slope_stderr")

@@ -23,6 +23,7 @@ from accesslib.results.bundles import (
     n50_moved,
     patience_stop,
     slope_record,
+    with_propagated_stderr,
 )
 from accesslib.results.store import ResultsStore, canonical, inflight_key, target_hash
 
@@ -981,17 +982,8 @@ def read_budget_bundle(store, model: str, max_steps: int, patience: int, *, sour
                  strings_crammed=0, strings_from_store=sum(r["totals"]), wall_time=0.0, interrupted=False)
             for m, r in sorted(rungs.items())]
     check, undecided = ({}, []) if (max_steps, patience) == (steps0, patience0) else _against_own(curves, rungs)
-    slope = slope_record(recs)
-    if slope:   # the stderr the n50 stderrs give it, as `store ladder` says it (with two m the only one)
-        from accesslib.theory.stats import propagated_slope_stderr
-
-        pts = [(x["m"], x["n50_stderr"]) for x in recs if x["n50"] is not None]
-        if all(se is not None for _, se in pts):
-            residual = slope["slope_stderr"]
-            slope.update(slope_stderr=finite_or_none(propagated_slope_stderr(*zip(*pts))),
-                         stderr_from="n50 stderrs")
-            if residual is not None:
-                slope["slope_stderr_residual"] = residual
+    # the stderr the n50 stderrs give it, as `store ladder` says it (with two m the only one)
+    slope = with_propagated_stderr(slope_record(recs), recs)
     seeds = sorted({int(r["seed"]) for r in store.rows(**filters, protocol_hash=run0["protocol_hash"])})
     samples = max(t for x in recs for t in x["totals"])
     if facts is None:

@@ -192,16 +192,43 @@ REMEASURE_KEYS = ("source", "protocol", "settings", "samples", "search", "seed",
                   "budget_ladder", "created", "wall_time", "hardware", "command", "read_from")
 
 
+def with_propagated_stderr(slope: dict | None, curves) -> dict | None:
+    """``slope`` (a bundle's fit n50 = a*m + b) with the stderr its points' own n50 stderrs give
+    the slope (:func:`accesslib.theory.stats.propagated_slope_stderr`; ``stderr_from`` says so) in
+    place of the least-squares residual one, kept as ``slope_stderr_residual``: the stderr `store
+    ladder` gives every budget read from one run, so that slopes read from the same strings at
+    several budgets compare like with like. ``slope`` unchanged (a copy) where it has it already or
+    a curve of the fit has no n50 stderr; None stays None."""
+    if not slope:
+        return slope
+    slope = dict(slope)
+    pts = [(c["m"], c.get("n50_stderr")) for c in curves if c.get("n50") is not None]
+    if slope.get("stderr_from") or not pts or any(se is None for _, se in pts):
+        return slope
+    from accesslib.theory.stats import propagated_slope_stderr
+
+    residual = slope.get("slope_stderr")
+    se = propagated_slope_stderr(*zip(*pts))
+    slope.update(slope_stderr=se if math.isfinite(se) else None, stderr_from="n50 stderrs")
+    if residual is not None:
+        slope["slope_stderr_residual"] = residual
+    return slope
+
+
 def remeasure_record(run: dict, origin: str) -> dict:
     """The bundle ``run`` of another measurement of a model (another protocol, target source or
     step budget) as the model's shipped bundle keeps it under ``"remeasured"``: its conditions,
     curves, slope and budget checks (:data:`REMEASURE_KEYS`), without its examples and geometry,
     and ``origin``: where its whole bundle and strings are. It reads like a bundle
-    (:func:`budget_status`, :func:`ladder_text` take it)."""
+    (:func:`budget_status`, :func:`ladder_text` take it). Its slope's stderr is the one its n50
+    stderrs give it (:func:`with_propagated_stderr`), as for the budgets read from the same run
+    (``make_bundles.py --read-budget``) beside it."""
     if run.get("kind") != "cram" or not run.get("curves"):
         raise ValueError("a re-measurement must be a cramming bundle with curves (kind 'cram'); got "
                          f"kind {run.get('kind')!r} with {len(run.get('curves') or [])} curves")
     rec = {k: json.loads(json.dumps(run[k])) for k in REMEASURE_KEYS if k in run}
+    if rec.get("slope"):
+        rec["slope"] = with_propagated_stderr(rec["slope"], rec["curves"])
     rec["origin"] = str(origin)
     return rec
 

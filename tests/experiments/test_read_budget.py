@@ -257,3 +257,24 @@ def test_a_check_against_a_run_still_going_says_the_least_n50_it_can_reach():
     b["read_from"] = dict(max_steps=9000, patience=1500, undecided_ms=[3])
     assert bundles.budget_status(b) == (label, text + " At m = 3 the run's own 9,000 / 1,500 cannot be told yet: "
                                         "too many of its strings are still being crammed.")
+
+
+def test_a_remeasured_slope_carries_the_stderr_its_n50_stderrs_give_it():
+    """A run's own bundle fits its slope with the residual stderr; kept as a re-measurement (or read
+    at a budget) it carries the one its n50 stderrs give it, as `store ladder` says it, so slopes
+    read from the same strings at two budgets compare like with like. By hand: m = 1, 2, 3 with
+    stderrs 1, 1, 2 give the coefficients (-1/2, 0, 1/2), so sqrt(1/4 + 4/4) = 1.118."""
+    curves = [dict(m=1, n50=10.0, n50_stderr=1.0), dict(m=2, n50=19.0, n50_stderr=1.0), dict(m=3, n50=31.0, n50_stderr=2.0)]
+    fit = dict(slope=10.5, intercept=-0.67, r2=0.99, slope_stderr=1.44, n_points=3, weighted=False)
+    out = bundles.with_propagated_stderr(fit, curves)
+    assert out["slope_stderr"] == pytest.approx(5 ** 0.5 / 2) and out["stderr_from"] == "n50 stderrs"
+    assert out["slope_stderr_residual"] == 1.44 and out["slope"] == 10.5 and fit["slope_stderr"] == 1.44  # a copy
+    assert bundles.with_propagated_stderr(out, curves) == out                      # once only
+    no_se = [dict(c) for c in curves]
+    no_se[1]["n50_stderr"] = None                                                  # a point without one: kept as fitted
+    assert bundles.with_propagated_stderr(fit, no_se) == fit
+    assert bundles.with_propagated_stderr(None, curves) is None
+    run = dict(kind="cram", model="m", source="tokens", protocol="paper", settings=dict(max_steps=9000, patience=1500),
+               samples=6, seed=0, curves=curves, slope=fit)
+    rec = bundles.remeasure_record(run, "runs/x")
+    assert rec["slope"] == out and run["slope"] is fit and rec["origin"] == "runs/x"
