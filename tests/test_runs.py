@@ -401,6 +401,71 @@ def test_focus_runs_one_m_alone_until_its_budget_is_decided_then_resumes(tmp_pat
         subprocess.run(["bash", str(RUNS), "stop"], env=env, timeout=60, capture_output=True)
 
 
+ALONE_FAKE = """#!/bin/bash
+# stands in for python: logs its arguments; the tokens run fails where FAKE_FAIL=1 says so, the
+# rest sleep FAKE_SLEEP (the first call, the run already going, sleeps 30 s)
+echo "$$ $*" >> "$FAKE_LOG"
+[ "$(wc -l < "$FAKE_LOG")" -eq 1 ] && { sleep 30; exit 0; }
+case "$*" in *"--source tokens"*) [ "${FAKE_FAIL:-0}" = 1 ] && exit 1;; esac
+sleep "${FAKE_SLEEP:-0}"
+"""
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_alone_runs_one_run_whole_on_every_core_then_resumes(tmp_path, fail):
+    """alone stops what runs, runs NAME's own command (every m, its budget) on every core
+    (RUNS_THREADS) and its ladder, marks it finished (so that resume leaves it out) and resumes the
+    plan; a run that fails is not marked, says so in its log, and the plan resumes all the same."""
+    env = _focus_env(tmp_path, "smol-tokens-9k-m3,gemma-n50\n")
+    (tmp_path / "python").write_text(ALONE_FAKE)
+    subprocess.run(["bash", str(RUNS), "start", "gemma-n50"], env=env, timeout=60, capture_output=True)
+    _wait(lambda: len(_calls(tmp_path)) == 1)
+    first = int((tmp_path / "calls.log").read_text().split()[0])
+    r = subprocess.run(["bash", str(RUNS), "alone", "smol-tokens-9k-m3"], capture_output=True, text=True,
+                       env=dict(env, FAKE_SLEEP="1", FAKE_FAIL=str(int(fail))), timeout=60)
+    assert r.returncode == 0, r.stderr
+    live = tmp_path / "live"
+    assert r.stdout.startswith("running smol-tokens-9k-m3 alone on 2 threads (pid ")
+    try:
+        _wait(lambda: _gone(first))
+        _wait(lambda: not list(live.glob(".focus-*.sh")))
+        _wait(lambda: len(_calls(tmp_path)) >= (3 if fail else 4))
+        calls = _calls(tmp_path)
+        assert calls[1].startswith("scripts/make_bundles.py --models smollm2-135m --m 1 2 3 --samples 6 --source tokens ")
+        assert calls[1].endswith(f"--threads 2 --keep-final --store {live}/smol-tokens-9k.sqlite "
+                                 f"--out {live}/smol-tokens-9k-m3-bundle")
+        log = (live / "smol-tokens-9k-m3.log").read_text()
+        if fail:     # no ladder, no mark: the plan's chain starts with it again
+            assert "ran alone and failed (status 1)" in log and not (live / ".done-smol-tokens-9k-m3").exists()
+            assert calls[2].startswith("scripts/make_bundles.py --models smollm2-135m --m 1 2 3")
+            assert calls[2].endswith("--threads 1 --keep-final --store " f"{live}/smol-tokens-9k.sqlite "
+                                     f"--out {live}/smol-tokens-9k-m3-bundle")
+        else:        # its ladder, its mark, and the plan resumes without it: Gemma's run next
+            assert calls[2] == (f"scripts/make_bundles.py --add-budget-ladder smollm2-135m --ladder 1000/500 3000/500 "
+                                f"--store {live}/smol-tokens-9k.sqlite --out {live}/smol-tokens-9k-m3-bundle")
+            assert "ran alone to its end" in log and (live / ".done-smol-tokens-9k-m3").exists()
+            assert calls[3].startswith("scripts/make_bundles.py --models gemma-3-270m")
+    finally:
+        subprocess.run(["bash", str(RUNS), "stop"], env=env, timeout=60, capture_output=True)
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["alone"], "usage: runs.sh alone NAME"),
+    (["alone", "nope"], "unknown run 'nope'"),
+])
+def test_alone_refuses_bad_input_and_stops_nothing(argv, msg, tmp_path):
+    env = _fake_env(tmp_path, sleep=30)
+    subprocess.run(["bash", str(RUNS), "start", "gemma-n50"], env=env, timeout=60, capture_output=True)
+    _wait(lambda: len(_calls(tmp_path)) == 1)
+    try:
+        r = subprocess.run(["bash", str(RUNS), *argv], capture_output=True, text=True, env=env, timeout=60)
+        assert r.returncode != 0 and msg in r.stderr
+        first = int((tmp_path / "calls.log").read_text().split()[0])
+        assert not _gone(first)                                  # still running
+    finally:
+        subprocess.run(["bash", str(RUNS), "stop"], env=env, timeout=60, capture_output=True)
+
+
 @pytest.mark.parametrize("argv, msg", [
     (["focus", "smol-tokens-9k-m3"], "usage: runs.sh focus NAME M STEPS/PATIENCE"),
     (["focus", "nope", "3", "3000/500"], "unknown run 'nope'"),

@@ -30,6 +30,12 @@
 #                                                decided hours sooner (e.g. [A]'s 3000 / 500 at m = 3
 #                                                of a run going to 9000 / 1500 at m = 2 and 3); the
 #                                                ladder it reads in LIVE/NAME-focus-ladder.log
+#   bash benchmarks/runs/runs.sh alone NAME      stop every run, then run NAME whole (every m, its own
+#                                                budget, then its ladder) alone on every core
+#                                                (RUNS_THREADS), mark it finished and resume the plan:
+#                                                a run near its end decided hours sooner (e.g. the last
+#                                                open strings of smol-tokens-9k-m3: about 2 s a step
+#                                                on two threads against 4 to 6 beside another run)
 #   bash benchmarks/runs/runs.sh resume          first the plan's first focus line (focus NAME M
 #                                                STEPS/PATIENCE) whose budget is not decided yet, if
 #                                                any (the chains follow when it ends); else
@@ -162,8 +168,8 @@ decided() {   # whether every m = $2 string of run $1 has its outcome within bud
   "$PY" -m accesslib store ladder --budget "$3" --m "$2" --decided --store "$LIVE/$(store_of "$1").sqlite"
 }
 
-run_one() {   # one run in the foreground, resumed from its committed snapshot on a fresh clone
-  local name=$1 a store
+run_one() {   # one run in the foreground (on $2 threads, default 1), resumed from its committed snapshot on a fresh clone
+  local name=$1 threads=${2:-1} a store
   a=$(args "$name")
   store=$(store_of "$name")
   mkdir -p "$LIVE"
@@ -173,7 +179,7 @@ run_one() {   # one run in the foreground, resumed from its committed snapshot o
   live_store "$name" "$name.log"
   # shellcheck disable=SC2086
   # --keep-final: each string keeps the state it finished in, so a larger budget goes on from it
-  HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 "$PY" scripts/make_bundles.py $a --threads 1 --keep-final \
+  HF_HUB_OFFLINE=1 OMP_NUM_THREADS=$threads "$PY" scripts/make_bundles.py $a --threads "$threads" --keep-final \
     --store "$LIVE/$store.sqlite" --out "$LIVE/$name-bundle" >> "$LIVE/$name.log" 2>&1 </dev/null
   a=$(after_run "$name")   # reached only when the run ended well (set -e): its bundle is written
   [ -z "$a" ] && return
@@ -310,6 +316,32 @@ case "${1:-}" in
       touch "$LIVE/.focus-ended-$name-$m"
     fi
     # the plan goes on: resume from the script itself, this shell no longer a focus that is running
+    rm -f "$SELF"
+    trap - EXIT
+    exec bash benchmarks/runs/runs.sh resume >/dev/null 2>&1;;
+  alone)   # NAME: every m of the run to its own budget, alone on every core; then the plan resumes
+    [ $# -eq 2 ] || { echo "usage: runs.sh alone NAME (e.g. smol-tokens-9k-m3)" >&2; exit 2; }
+    args "$2" >/dev/null                                  # unknown names: refused before anything stops
+    bash "$SELF" stop
+    while pgrep -f "scripts/make_bundles.py .*--store $LIVE/" >/dev/null; do sleep 1; done
+    mkdir -p "$LIVE"
+    # a focus's name, so that resume waits for it and stop ends it as it does a focus
+    copy=$(mktemp "$LIVE/.focus-XXXXXX.sh")
+    cp "$SELF" "$copy"
+    nohup bash "$copy" focused-alone "$2" >/dev/null 2>&1 &
+    echo "running $2 alone on ${RUNS_THREADS:-$(nproc)} threads (pid $!; log $LIVE/$2.log); then the plan resumes";;
+  focused-alone)   # run from a copy (see alone)
+    trap 'rm -f "$SELF"' EXIT
+    set +e
+    (set -e; run_one "$2" "${RUNS_THREADS:-$(nproc)}")   # its ladder too, as in a chain
+    rc=$?
+    set -e
+    if [ "$rc" -eq 0 ]; then
+      touch "$LIVE/.done-$2"
+      echo "$(date -u '+%F %H:%M') UTC: ran alone to its end" >> "$LIVE/$2.log"
+    else   # resume starts it again in its chain, which ends there if it fails again
+      echo "$(date -u '+%F %H:%M') UTC: ran alone and failed (status $rc)" >> "$LIVE/$2.log"
+    fi
     rm -f "$SELF"
     trap - EXIT
     exec bash benchmarks/runs/runs.sh resume >/dev/null 2>&1;;
