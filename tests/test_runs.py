@@ -450,23 +450,6 @@ def test_alone_runs_one_run_whole_on_every_core_then_resumes(tmp_path, fail):
 
 
 @pytest.mark.parametrize("argv, msg", [
-    (["alone"], "usage: runs.sh alone NAME"),
-    (["alone", "nope"], "unknown run 'nope'"),
-])
-def test_alone_refuses_bad_input_and_stops_nothing(argv, msg, tmp_path):
-    env = _fake_env(tmp_path, sleep=30)
-    subprocess.run(["bash", str(RUNS), "start", "gemma-n50"], env=env, timeout=60, capture_output=True)
-    _wait(lambda: len(_calls(tmp_path)) == 1)
-    try:
-        r = subprocess.run(["bash", str(RUNS), *argv], capture_output=True, text=True, env=env, timeout=60)
-        assert r.returncode != 0 and msg in r.stderr
-        first = int((tmp_path / "calls.log").read_text().split()[0])
-        assert not _gone(first)                                  # still running
-    finally:
-        subprocess.run(["bash", str(RUNS), "stop"], env=env, timeout=60, capture_output=True)
-
-
-@pytest.mark.parametrize("argv, msg", [
     (["focus", "smol-tokens-9k-m3"], "usage: runs.sh focus NAME M STEPS/PATIENCE"),
     (["focus", "nope", "3", "3000/500"], "unknown run 'nope'"),
     (["focus", "smol-tokens-9k-m3", "4", "3000/500"], "M must be one of the m of run 'smol-tokens-9k-m3' (--m 1 2 3); got '4'"),
@@ -475,14 +458,16 @@ def test_alone_refuses_bad_input_and_stops_nothing(argv, msg, tmp_path):
                                                   "3000/500); got '3000'"),
     (["focus", "smol-tokens", "1", "1000/200"], "focus needs a run of a constant learning rate (--protocol paper); "
                                                 "'smol-tokens' has a schedule"),
+    (["alone"], "usage: runs.sh alone NAME"),
+    (["alone", "nope"], "unknown run 'nope'"),
 ])
-def test_focus_refuses_bad_input_and_stops_nothing(argv, msg, tmp_path):
+def test_focus_and_alone_refuse_bad_input_and_stop_nothing(argv, msg, tmp_path):
     env = _fake_env(tmp_path, sleep=30)
     subprocess.run(["bash", str(RUNS), "start", "gemma-n50"], env=env, timeout=60, capture_output=True)
     _wait(lambda: len(_calls(tmp_path)) == 1)
     try:
         r = subprocess.run(["bash", str(RUNS), *argv], capture_output=True, text=True, env=env, timeout=60)
-        assert r.returncode == 2 and msg in r.stderr and "focused" not in r.stdout
+        assert r.returncode == 2 and msg in r.stderr and "focused" not in r.stdout and "alone" not in r.stdout
         pid = int((tmp_path / "calls.log").read_text().split()[0])
         assert not _gone(pid) and list((tmp_path / "live").glob(".chain-*"))     # the run goes on
     finally:
