@@ -437,6 +437,7 @@ def test_alone_runs_one_run_whole_on_every_core_then_resumes(tmp_path, fail):
         log = (live / "smol-tokens-9k-m3.log").read_text()
         if fail:     # no ladder, no mark: the plan's chain starts with it again
             assert "ran alone and failed (status 1)" in log and not (live / ".done-smol-tokens-9k-m3").exists()
+            assert (live / ".alone-failed-smol-tokens-9k-m3").exists()     # a plan's alone line passes it over
             assert calls[2].startswith("scripts/make_bundles.py --models smollm2-135m --m 1 2 3")
             assert calls[2].endswith("--threads 1 --keep-final --store " f"{live}/smol-tokens-9k.sqlite "
                                      f"--out {live}/smol-tokens-9k-m3-bundle")
@@ -504,25 +505,66 @@ def test_resume_runs_the_plans_focus_lines_first_then_its_chains(tmp_path):
     # a focus that ended undecided is passed over (runs.sh focus tries it again)
     (tmp_path / "decided-smol-glove-9k.sqlite").unlink()
     (live / ".focus-ended-smol-glove-9k-m3-3").write_text("")
-    (tmp_path / "plan").write_text("focus smol-glove-9k-m3 3 1000/500\nfocus nope 3 1000/500\n")
+    _resume_passes_over(tmp_path, env, "focus smol-glove-9k-m3 3 1000/500", "focus nope 3 1000/500",
+                        f"focus smol-glove-9k-m3 3 1000/500: ended undecided (see {live}/smol-glove-9k-m3-focus.log; "
+                        "runs.sh focus tries again)")
+
+
+def _resume_passes_over(tmp_path, env, line, unknown, says):
+    """resume with a plan of ``line`` (one that ended badly, marked so) then ``unknown`` (a line naming
+    an unknown run): it says ``says`` of the first, starts nothing, and refuses the second by name."""
+    (tmp_path / "plan").write_text(f"{line}\n{unknown}\n")
     bad = subprocess.run(["bash", str(RUNS), "resume"], capture_output=True, text=True, env=env, timeout=60)
-    assert bad.stdout.splitlines() == [f"focus smol-glove-9k-m3 3 1000/500: ended undecided (see "
-                                       f"{live}/smol-glove-9k-m3-focus.log; runs.sh focus tries again)"]
+    assert bad.stdout.splitlines() == [says]
     assert bad.returncode == 2 and "unknown run 'nope'" in bad.stderr
+
+
+def test_resume_runs_the_plans_alone_lines_after_its_focus_lines(tmp_path):
+    """An alone line of the plan runs its run whole on every core (runs.sh alone) once the focus
+    lines are decided, then the chains without it; a finished one is passed over, and so is one
+    that failed alone (runs.sh alone tries it again); status says where each stands."""
+    env = _focus_env(tmp_path, "focus smol-tokens-9k-m3 3 3000/500\nalone smol-glove-9k-m3\n"
+                               "smol-glove-9k-m3,gemma-n50\n", ladder=0)
+    (tmp_path / "python").write_text(ALONE_FAKE.replace('[ "$(wc -l < "$FAKE_LOG")" -eq 1 ] && { sleep 30; exit 0; }\n', ""))
+    env.update(FAKE_SLEEP="2")
+    live = tmp_path / "live"
+    try:
+        r = subprocess.run(["bash", str(RUNS), "resume"], capture_output=True, text=True, env=env, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.splitlines()[0] == "focus smol-tokens-9k-m3 3 3000/500: decided"
+        assert r.stdout.splitlines()[1].startswith("running smol-glove-9k-m3 alone on 2 threads")
+        st = subprocess.run(["bash", str(RUNS), "status"], capture_output=True, text=True, env=env, timeout=60)
+        assert "plan: alone smol-glove-9k-m3: running" in st.stdout.splitlines()
+        _wait(lambda: any("gemma-3-270m" in c for c in _calls(tmp_path)), seconds=60)
+        runs = [c for c in _calls(tmp_path) if c.startswith("scripts/make_bundles.py --models")]
+        assert " --source glove100k " in runs[0] and " --threads 2 " in runs[0]
+        assert runs[1].startswith("scripts/make_bundles.py --models gemma-3-270m")    # its chain, without it
+        again = subprocess.run(["bash", str(RUNS), "resume"], capture_output=True, text=True, env=env, timeout=60)
+        assert again.stdout.splitlines()[1:] == ["alone smol-glove-9k-m3: finished", "smol-glove-9k-m3,gemma-n50: running"]
+    finally:
+        subprocess.run(["bash", str(RUNS), "stop"], env=env, timeout=60, capture_output=True)
+    (live / ".done-smol-glove-9k-m3").unlink()
+    (live / ".alone-failed-smol-glove-9k-m3").write_text("")
+    _resume_passes_over(tmp_path, env, "alone smol-glove-9k-m3", "alone nope",
+                        f"alone smol-glove-9k-m3: failed (see {live}/smol-glove-9k-m3.log; runs.sh alone tries again)")
+    st = subprocess.run(["bash", str(RUNS), "status"], capture_output=True, text=True, env=env, timeout=60)
+    assert "plan: alone smol-glove-9k-m3: failed" in st.stdout.splitlines()
 
 
 def test_the_committed_plan_is_valid(make_bundles):
     """benchmarks/runs/plan: each focus line names a run under [A]'s protocol, one of its m and a budget
-    below its own; each chain names known runs."""
+    below its own; each alone line and each chain names known runs."""
     names = _runs("names").stdout.split()
     lines = [x.strip() for x in (ROOT / "benchmarks" / "runs" / "plan").read_text().splitlines()]
     lines = [x for x in lines if x and not x.startswith("#")]
     focus = [x.split() for x in lines if x.startswith("focus ")]
+    alone = [x.split() for x in lines if x.startswith("alone ")]
+    assert all(len(a) == 2 and a[1] in names for a in alone), alone
     assert focus and all(len(f) == 4 for f in focus)
     for _, name, m, budget in focus:
         a = make_bundles.build_parser().parse_args(_runs("args", name).stdout.split())
         steps, patience = make_bundles.parse_budget(budget, "budget", pytest.fail, "3000/500")
         assert a.protocol == "paper" and int(m) in a.m, name
         assert steps <= a.max_steps and patience <= a.patience and (steps, patience) != (a.max_steps, a.patience)
-    for chain in (x for x in lines if not x.startswith("focus ")):
+    for chain in (x for x in lines if not x.startswith(("focus ", "alone "))):
         assert set(chain.split(",")) <= set(names), chain

@@ -38,7 +38,10 @@
 #                                                on two threads against 4 to 6 beside another run)
 #   bash benchmarks/runs/runs.sh resume          first the plan's first focus line (focus NAME M
 #                                                STEPS/PATIENCE) whose budget is not decided yet, if
-#                                                any (the chains follow when it ends); else
+#                                                any (the chains follow when it ends); then its
+#                                                first alone line (alone NAME) whose run has not
+#                                                finished here and not failed alone (runs.sh alone
+#                                                NAME, which resumes the plan when it ends); else
 #                                                start the chains of benchmarks/runs/plan that are
 #                                                not running, less the runs they have finished here
 #                                                (a fresh clone has finished none: those read their
@@ -233,7 +236,19 @@ case "${1:-}" in
       bash "$SELF" focus "$name" "$m" "$budget"
       exit 0
     done < <(grep -E '^[[:space:]]*focus[[:space:]]' "$PLAN" || true)
-    grep -v '^[[:space:]]*\(#\|$\|focus[[:space:]]\)' "$PLAN" | while read -r chain; do
+    # then its alone lines, in order: the first whose run has not finished here runs whole on every
+    # core (runs.sh alone), and the chains start when it has ended
+    while read -r _ name; do
+      args "$name" >/dev/null                       # unknown names: refused
+      if [ -f "$LIVE/.done-$name" ]; then echo "alone $name: finished"; continue; fi
+      if [ -f "$LIVE/.alone-failed-$name" ]; then
+        echo "alone $name: failed (see $LIVE/$name.log; runs.sh alone tries again)"
+        continue
+      fi
+      bash "$SELF" alone "$name"
+      exit 0
+    done < <(grep -E '^[[:space:]]*alone[[:space:]]' "$PLAN" || true)
+    grep -v '^[[:space:]]*\(#\|$\|focus[[:space:]]\|alone[[:space:]]\)' "$PLAN" | while read -r chain; do
       IFS=, read -r -a names <<< "$chain"
       todo=()
       for name in "${names[@]}"; do
@@ -287,6 +302,13 @@ case "${1:-}" in
       elif [ -f "$LIVE/.focus-ended-$name-$m" ]; then how="ended undecided"
       else how=waiting; fi
       echo "plan: focus $name $m $budget: $how"
+    done
+    { grep -E '^[[:space:]]*alone[[:space:]]' "$PLAN" 2>/dev/null || true; } | while read -r _ name; do
+      if [ -f "$LIVE/.done-$name" ]; then how=finished
+      elif pgrep -f "$LIVE/\.focus-[^ ]*\.sh focused-alone $name\$" >/dev/null; then how=running
+      elif [ -f "$LIVE/.alone-failed-$name" ]; then how=failed
+      else how=waiting; fi
+      echo "plan: alone $name: $how"
     done;;
   focus)   # NAME M STEPS/PATIENCE (see the top of this file)
     [ $# -eq 4 ] || { echo "usage: runs.sh focus NAME M STEPS/PATIENCE (e.g. smol-tokens-9k-m3 3 3000/500)" >&2; exit 2; }
@@ -322,6 +344,7 @@ case "${1:-}" in
   alone)   # NAME: every m of the run to its own budget, alone on every core; then the plan resumes
     [ $# -eq 2 ] || { echo "usage: runs.sh alone NAME (e.g. smol-tokens-9k-m3)" >&2; exit 2; }
     args "$2" >/dev/null                                  # unknown names: refused before anything stops
+    rm -f "$LIVE/.alone-failed-$2"
     bash "$SELF" stop
     while pgrep -f "scripts/make_bundles.py .*--store $LIVE/" >/dev/null; do sleep 1; done
     mkdir -p "$LIVE"
@@ -339,8 +362,9 @@ case "${1:-}" in
     if [ "$rc" -eq 0 ]; then
       touch "$LIVE/.done-$2"
       echo "$(date -u '+%F %H:%M') UTC: ran alone to its end" >> "$LIVE/$2.log"
-    else   # resume starts it again in its chain, which ends there if it fails again
+    else   # resume passes a plan's alone line over now; its chain starts it again and ends there if it fails
       echo "$(date -u '+%F %H:%M') UTC: ran alone and failed (status $rc)" >> "$LIVE/$2.log"
+      touch "$LIVE/.alone-failed-$2"
     fi
     rm -f "$SELF"
     trap - EXIT
