@@ -171,6 +171,24 @@ decided() {   # whether every m = $2 string of run $1 has its outcome within bud
   "$PY" -m accesslib store ladder --budget "$3" --m "$2" --decided --store "$LIVE/$(store_of "$1").sqlite"
 }
 
+alone_copy() {   # stop every run, then run this script with "$@" from a copy, in the background
+  # (named like a focus's copy: resume waits for it, stop ends it); $! is its pid
+  local copy
+  bash "$SELF" stop
+  while pgrep -f "scripts/make_bundles.py .*--store $LIVE/" >/dev/null; do sleep 1; done
+  mkdir -p "$LIVE"
+  copy=$(mktemp "$LIVE/.focus-XXXXXX.sh")
+  cp "$SELF" "$copy"
+  nohup bash "$copy" "$@" >/dev/null 2>&1 &
+}
+
+resume_plan() {   # from such a copy once its work is done: resume from the script itself, this shell
+  # no longer a focus that is running
+  rm -f "$SELF"
+  trap - EXIT
+  exec bash benchmarks/runs/runs.sh resume >/dev/null 2>&1
+}
+
 run_one() {   # one run in the foreground (on $2 threads, default 1), resumed from its committed snapshot on a fresh clone
   local name=$1 threads=${2:-1} a store
   a=$(args "$name")
@@ -313,13 +331,8 @@ case "${1:-}" in
   focus)   # NAME M STEPS/PATIENCE (see the top of this file)
     [ $# -eq 4 ] || { echo "usage: runs.sh focus NAME M STEPS/PATIENCE (e.g. smol-tokens-9k-m3 3 3000/500)" >&2; exit 2; }
     check_focus "$2" "$3" "$4"
-    bash "$SELF" stop
-    while pgrep -f "scripts/make_bundles.py .*--store $LIVE/" >/dev/null; do sleep 1; done
-    mkdir -p "$LIVE"
     rm -f "$LIVE/.focus-ended-$2-$3"
-    copy=$(mktemp "$LIVE/.focus-XXXXXX.sh")
-    cp "$SELF" "$copy"
-    nohup bash "$copy" focused "$2" "$3" "$4" >/dev/null 2>&1 &
+    alone_copy focused "$2" "$3" "$4"
     echo "focused $2 on m = $3 until $4 is decided (pid $!; log $LIVE/$2-focus.log); then the plan resumes";;
   focused)   # run from a copy (see focus)
     trap 'rm -f "$SELF"' EXIT
@@ -337,21 +350,12 @@ case "${1:-}" in
         >> "$LIVE/$name-focus.log"
       touch "$LIVE/.focus-ended-$name-$m"
     fi
-    # the plan goes on: resume from the script itself, this shell no longer a focus that is running
-    rm -f "$SELF"
-    trap - EXIT
-    exec bash benchmarks/runs/runs.sh resume >/dev/null 2>&1;;
+    resume_plan;;
   alone)   # NAME: every m of the run to its own budget, alone on every core; then the plan resumes
     [ $# -eq 2 ] || { echo "usage: runs.sh alone NAME (e.g. smol-tokens-9k-m3)" >&2; exit 2; }
     args "$2" >/dev/null                                  # unknown names: refused before anything stops
     rm -f "$LIVE/.alone-failed-$2"
-    bash "$SELF" stop
-    while pgrep -f "scripts/make_bundles.py .*--store $LIVE/" >/dev/null; do sleep 1; done
-    mkdir -p "$LIVE"
-    # a focus's name, so that resume waits for it and stop ends it as it does a focus
-    copy=$(mktemp "$LIVE/.focus-XXXXXX.sh")
-    cp "$SELF" "$copy"
-    nohup bash "$copy" focused-alone "$2" >/dev/null 2>&1 &
+    alone_copy focused-alone "$2"
     echo "running $2 alone on ${RUNS_THREADS:-$(nproc)} threads (pid $!; log $LIVE/$2.log); then the plan resumes";;
   focused-alone)   # run from a copy (see alone)
     trap 'rm -f "$SELF"' EXIT
@@ -366,9 +370,7 @@ case "${1:-}" in
       echo "$(date -u '+%F %H:%M') UTC: ran alone and failed (status $rc)" >> "$LIVE/$2.log"
       touch "$LIVE/.alone-failed-$2"
     fi
-    rm -f "$SELF"
-    trap - EXIT
-    exec bash benchmarks/runs/runs.sh resume >/dev/null 2>&1;;
+    resume_plan;;
   stop)   # the chains' (and a focus's) shells first, so that no next run starts
     pkill -TERM -f "$LIVE/\.chain-.*\.sh chain" || true
     pkill -TERM -f "$LIVE/\.focus-.*\.sh focused" || true
