@@ -568,3 +568,65 @@ def test_the_committed_plan_is_valid(make_bundles):
         assert steps <= a.max_steps and patience <= a.patience and (steps, patience) != (a.max_steps, a.patience)
     for chain in (x for x in lines if not x.startswith(("focus ", "alone "))):
         assert set(chain.split(",")) <= set(names), chain
+
+
+def _finished(tmp_path, name, store):
+    """A live folder where run ``name`` (on ``store``) has finished: its mark and its bundle."""
+    live = tmp_path / "live"
+    (live / f"{name}-bundle").mkdir(parents=True)
+    (live / f"{name}-bundle" / "cram-smollm2-135m.json").write_text('{"the": "run\'s bundle"}')
+    (live / f".done-{name}").write_text("")
+    (live / f"{store}.sqlite").write_text("")
+    return live
+
+
+@pytest.mark.parametrize("name, store, folder, source, three", [
+    ("smol-glove-9k-m3", "smol-glove-9k", "smol-glove-9k", "glove100k", "smol-glove-3k"),
+    ("smol-tokens-9k-m2", "smol-tokens-9k", "smol-tokens-9k", "tokens", "smol-tokens-3k"),
+    ("smol-tokens-27k", "smol-tokens-9k", "smol-tokens-27k", "tokens", None),
+])
+def test_ship_keeps_a_finished_runs_bundle_its_map_and_its_3000_500(tmp_path, name, store, folder, source, three):
+    env = dict(_fake_env(tmp_path), RUNS_BUNDLES=str(tmp_path / "bundles"))
+    live = _finished(tmp_path, name, store)
+    r = subprocess.run(["bash", str(RUNS), "ship", name], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    bundles = tmp_path / "bundles"
+    assert (bundles / folder / "cram-smollm2-135m.json").read_text() == '{"the": "run\'s bundle"}'
+    want = [f"scripts/make_bundles.py --add-remeasure {bundles}/{folder}",
+            f"scripts/make_bundles.py --add-budget-map smollm2-135m --source {source} --store {live}/{store}.sqlite "
+            "--map-steps 500 1000 2000 3000 4500 6000 --map-patience 100 250 500 1000"]
+    if three:   # [A]'s budget at every m, read from the same strings, kept beside the run's own
+        want += [f"scripts/make_bundles.py --read-budget 3000/500 --models smollm2-135m --source {source} "
+                 f"--store {live}/{store}.sqlite --out {bundles}/{three}",
+                 f"scripts/make_bundles.py --add-remeasure {bundles}/{three}"]
+    assert _calls(tmp_path) == want
+    assert f"shipped {name} ({bundles}/{folder})" in r.stdout
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["ship"], "usage: runs.sh ship NAME"),
+    (["ship", "nope"], "unknown run 'nope'"),
+    (["ship", "gemma-n50"], "ship takes a SmolLM2 run (smol-*); got 'gemma-n50'"),
+    (["ship", "smol-tokens"], "ship takes a run under [A]'s protocol (--protocol paper); 'smol-tokens' has a schedule"),
+    (["ship", "smol-tokens-9k-m3"], "run 'smol-tokens-9k-m3' has not finished here (no "),
+])
+def test_ship_refuses_bad_input_and_unfinished_runs_and_changes_nothing(argv, msg, tmp_path):
+    env = dict(_fake_env(tmp_path), RUNS_BUNDLES=str(tmp_path / "bundles"))
+    _finished(tmp_path, "smol-glove-9k-m3", "smol-glove-9k")     # another run has finished: not this one
+    r = subprocess.run(["bash", str(RUNS), *argv], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 2 and msg in r.stderr, r.stderr
+    assert _calls(tmp_path) == [] and not (tmp_path / "bundles").exists()
+
+
+def test_ship_waits_for_the_run_writing_to_its_store(tmp_path):
+    env = dict(_fake_env(tmp_path, sleep=30), RUNS_BUNDLES=str(tmp_path / "bundles"))
+    _finished(tmp_path, "smol-glove-9k-m3", "smol-glove-9k")
+    subprocess.run(["bash", str(RUNS), "start", "smol-glove-27k"], env=env, timeout=60, capture_output=True)
+    _wait(lambda: len(_calls(tmp_path)) == 1)
+    try:
+        r = subprocess.run(["bash", str(RUNS), "ship", "smol-glove-9k-m3"], capture_output=True, text=True, env=env,
+                           timeout=60)
+        assert r.returncode == 2 and "a run is writing to " in r.stderr and "smol-glove-9k.sqlite" in r.stderr
+        assert len(_calls(tmp_path)) == 1 and not (tmp_path / "bundles").exists()
+    finally:
+        subprocess.run(["bash", str(RUNS), "stop"], env=env, timeout=60, capture_output=True)

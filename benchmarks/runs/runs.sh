@@ -36,6 +36,15 @@
 #                                                a run near its end decided hours sooner (e.g. the last
 #                                                open strings of smol-tokens-9k-m3: about 2 s a step
 #                                                on two threads against 4 to 6 beside another run)
+#   bash benchmarks/runs/runs.sh ship NAME       a SmolLM2 run finished here (under [A]'s protocol) into the
+#                                                shipped bundle, nothing crammed: its bundle copied to
+#                                                benchmarks/runs/bundles/FOLDER/ (the run's store's name for
+#                                                an *-m2 or *-m3 run, else NAME) and kept (make_bundles.py
+#                                                --add-remeasure), its budget map re-read from its store
+#                                                (--add-budget-map), and for a *-9k-m2 or *-9k-m3 run [A]'s
+#                                                3000 / 500 at every m read from its strings into
+#                                                benchmarks/runs/bundles/*-3k/ and kept too (--read-budget);
+#                                                the tables are rewritten (see docs/real-models.md)
 #   bash benchmarks/runs/runs.sh resume          first the plan's first focus line (focus NAME M
 #                                                STEPS/PATIENCE) whose budget is not decided yet, if
 #                                                any (the chains follow when it ends); then its
@@ -91,6 +100,7 @@ PY=${PY:-.venv/bin/python}
 LIVE=${RUNS_LIVE:-scratch/runs}              # the live stores, logs and bundles (not tracked)
 KEPT=${RUNS_KEPT:-benchmarks/runs/stores}    # their snapshots (tracked)
 PLAN=${RUNS_PLAN:-benchmarks/runs/plan}      # the chains `resume` starts (tracked)
+BUNDLES=${RUNS_BUNDLES:-benchmarks/runs/bundles}   # finished runs' bundles, kept in the shipped ones (tracked)
 RUNS="gemma-n50 smol-tokens smol-paper-tokens smol-glove-9k smol-tokens-9k smol-glove-9k-m2 smol-tokens-9k-m2 gemma-9k"
 RUNS="$RUNS smol-glove-27k smol-tokens-27k smol-glove-9k-m3 smol-tokens-9k-m3"
 
@@ -371,6 +381,34 @@ case "${1:-}" in
       touch "$LIVE/.alone-failed-$2"
     fi
     resume_plan;;
+  ship)   # NAME: a finished run's bundle into the shipped one (see the top of this file)
+    [ $# -eq 2 ] || { echo "usage: runs.sh ship NAME (e.g. smol-glove-9k-m3)" >&2; exit 2; }
+    name=$2 a=$(args "$2")                                # unknown names: refused
+    case "$name" in smol-*) ;; *) echo "ship takes a SmolLM2 run (smol-*); got '$name'" >&2; exit 2;; esac
+    echo "$a" | grep -q -- "--protocol paper" ||
+      { echo "ship takes a run under [A]'s protocol (--protocol paper); '$name' has a schedule" >&2; exit 2; }
+    store=$(store_of "$name")
+    if pgrep -f "scripts/make_bundles.py .*--store $LIVE/$store.sqlite" >/dev/null; then
+      echo "a run is writing to $LIVE/$store.sqlite: ship '$name' once it has ended" >&2; exit 2
+    fi
+    [ -f "$LIVE/.done-$name" ] && [ -f "$LIVE/$name-bundle/cram-smollm2-135m.json" ] ||
+      { echo "run '$name' has not finished here (no $LIVE/.done-$name with its bundle in $LIVE/$name-bundle/):" \
+          "nothing shipped" >&2; exit 2; }
+    source=$(echo "$a" | grep -o -- '--source [^ ]*' | cut -d' ' -f2)
+    case "$name" in *-m2|*-m3) folder=$store;; *) folder=$name;; esac
+    mkdir -p "$BUNDLES/$folder"
+    cp "$LIVE/$name-bundle/cram-smollm2-135m.json" "$BUNDLES/$folder/"
+    HF_HUB_OFFLINE=1 "$PY" scripts/make_bundles.py --add-remeasure "$BUNDLES/$folder"
+    HF_HUB_OFFLINE=1 "$PY" scripts/make_bundles.py --add-budget-map smollm2-135m --source "$source" \
+      --store "$LIVE/$store.sqlite" --map-steps 500 1000 2000 3000 4500 6000 --map-patience 100 250 500 1000
+    case "$name" in
+      *-9k-m2|*-9k-m3)   # [A]'s 3000 / 500 at every m, read from the same strings
+        three="$BUNDLES/${store%-9k}-3k"
+        HF_HUB_OFFLINE=1 "$PY" scripts/make_bundles.py --read-budget 3000/500 --models smollm2-135m \
+          --source "$source" --store "$LIVE/$store.sqlite" --out "$three"
+        HF_HUB_OFFLINE=1 "$PY" scripts/make_bundles.py --add-remeasure "$three";;
+    esac
+    echo "shipped $name ($BUNDLES/$folder); the docs and tests that quote its figures follow by hand";;
   stop)   # the chains' (and a focus's) shells first, so that no next run starts
     pkill -TERM -f "$LIVE/\.chain-.*\.sh chain" || true
     pkill -TERM -f "$LIVE/\.focus-.*\.sh focused" || true
