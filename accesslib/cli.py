@@ -598,6 +598,9 @@ def _add_store(p: argparse.ArgumentParser):
                                     "finish sooner). Both files are only read.")
     pa.add_argument("--since", required=True, metavar="FILE", help="the earlier copy of the store")
     pa.add_argument("--to-step", type=int, metavar="STEPS", help="the run's step budget (e.g. 9000)")
+    pa.add_argument("--running-since", metavar="TIME",
+                    help="when the run writing now started (ISO time, e.g. 2026-12-06T18:46:00+00:00): a run "
+                         "resumed after the copy was taken counts its pace from then")
     pa.add_argument("--store", help="the store a run writes to (default: the one accesslib cram writes to)")
     pa.set_defaults(_store_run=_run_store_pace)
     me = sub.add_parser("merge", help="copy the rows of another store file into this one",
@@ -1095,7 +1098,7 @@ def _print_kept_progress(store) -> None:
 
 def _run_store_pace(args) -> int:
     import os
-    from datetime import timedelta
+    from datetime import datetime, timedelta
 
     from accesslib.results.store import kept_pace, read_inflight
 
@@ -1104,9 +1107,17 @@ def _run_store_pace(args) -> int:
         fail("--since", "an existing results store file (an earlier copy of the store)", args.since)
     if args.to_step is not None and args.to_step < 1:
         fail("--to-step", "a positive number of steps", args.to_step)
+    if args.running_since is not None:
+        try:
+            if datetime.fromisoformat(args.running_since).utcoffset() is None:
+                raise ValueError
+        except ValueError:
+            fail("--running-since", "an ISO time with its UTC offset (e.g. 2026-12-06T18:46:00+00:00)",
+                 args.running_since)
     store = _open_store(args.store)
     now = store.inflight()
-    pace = kept_pace(now, read_inflight(since))     # the earlier copy is only read, never changed
+    # the earlier copy is only read, never changed
+    pace = kept_pace(now, read_inflight(since), running_since=args.running_since)
     if pace is None:
         print(f"{len(now)} strings kept mid-way; none saved again since {since}: no pace to tell yet")
         return 0

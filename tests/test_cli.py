@@ -336,6 +336,11 @@ def test_kept_pace_is_the_median_strings_steps_over_its_time():
     pace = kept_pace(now, before)
     assert pace == dict(strings=3, steps=60, seconds=180.0, seconds_per_step=3.0, open=5, lowest_step=10)
     assert kept_pace(now[2:3], before) is None and kept_pace([], before) is None
+    # resumed at 06:02 from the copy (a fresh clone): a made its 60 steps in 60 s and d its 40 (the upper
+    # median); b was saved again before then (not a step of this run's: left out)
+    later = kept_pace(now, before, running_since="2026-12-06T06:02:00+00:00")
+    assert later == dict(strings=2, steps=40, seconds=60.0, seconds_per_step=1.5, open=5, lowest_step=10)
+    assert kept_pace(now, before, running_since="2026-12-06T05:00:00+00:00") == pace   # running before the copy
 
 
 def test_store_pace_against_an_earlier_copy(tmp_path, capsys):
@@ -369,6 +374,10 @@ def test_store_pace_against_an_earlier_copy(tmp_path, capsys):
         f"2 strings went on since {tmp_path / 'snap.sqlite'}: 4.00 s per step (median string: 300 steps in 0:20:00); "
         "the 2 open strings reach step 9,000 in at most 8.6 hours at that pace (7,700 steps from the least "
         "advanced; fewer if they cram or end by patience)\n")
+    # the run resumed from the snapshot at 06:10: its 300 steps took 10 minutes, not 20
+    assert main(["store", "pace", "--since", str(tmp_path / "snap.sqlite"), "--store", str(st.path),
+                 "--running-since", "2026-12-06T06:10:00+00:00"]) == 0
+    assert "2.00 s per step (median string: 300 steps in 0:10:00)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("argv, msg", [
@@ -376,6 +385,12 @@ def test_store_pace_against_an_earlier_copy(tmp_path, capsys):
      "accesslib store pace: error: --since must be an existing results store file (an earlier copy of the store)"),
     (["store", "pace", "--since", "{tmp}/r.sqlite", "--store", "{tmp}/r.sqlite", "--to-step", "0"],
      "accesslib store pace: error: --to-step must be a positive number of steps; got 0"),
+    (["store", "pace", "--since", "{tmp}/r.sqlite", "--store", "{tmp}/r.sqlite", "--running-since", "18:46"],
+     "accesslib store pace: error: --running-since must be an ISO time with its UTC offset (e.g. "
+     "2026-12-06T18:46:00+00:00); got '18:46'"),
+    (["store", "pace", "--since", "{tmp}/r.sqlite", "--store", "{tmp}/r.sqlite", "--running-since",
+      "2026-12-06T18:46:00"],
+     "accesslib store pace: error: --running-since must be an ISO time with its UTC offset"),
     (["store", "backup", "{tmp}/b.sqlite", "--store", "{tmp}/absent.sqlite"],
      "accesslib store backup: error: --store must be an existing results store file"),
     (["store", "backup", "/nonexistent/dir/b.sqlite", "--store", "{tmp}/r.sqlite"],

@@ -630,3 +630,32 @@ def test_ship_waits_for_the_run_writing_to_its_store(tmp_path):
         assert len(_calls(tmp_path)) == 1 and not (tmp_path / "bundles").exists()
     finally:
         subprocess.run(["bash", str(RUNS), "stop"], env=env, timeout=60, capture_output=True)
+
+
+def test_status_reads_a_running_runs_pace_from_when_it_started(tmp_path):
+    """A run resumed on a fresh clone made its steps since it started, not since its committed snapshot
+    was taken: status passes the run's start to `store pace`."""
+    import datetime
+    env = _fake_env(tmp_path)
+    # the run sleeps; what status calls returns at once
+    (tmp_path / "python").write_text(FAKE.replace('sleep "${FAKE_SLEEP:-0}"',
+                                                  'case "$1" in scripts/make_bundles.py) sleep 30;; esac'))
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "smol-tokens.sqlite").write_text("the committed snapshot")
+    (tmp_path / "plan").write_text("")
+    env["RUNS_PLAN"] = str(tmp_path / "plan")
+    subprocess.run(["bash", str(RUNS), "start", "smol-tokens"], env=env, timeout=60, capture_output=True)
+    _wait(lambda: len(_calls(tmp_path)) == 1)
+    try:
+        r = subprocess.run(["bash", str(RUNS), "status"], capture_output=True, text=True, env=env, timeout=60)
+        assert r.returncode == 0 and "== smol-tokens (running)" in r.stdout, r.stderr
+        live, kept = tmp_path / "live", tmp_path / "kept"
+        pace = [c for c in _calls(tmp_path) if "store pace" in c]
+        assert len(pace) == 1 and pace[0].startswith(
+            f"-m accesslib store pace --store {live}/smol-tokens.sqlite --since {kept}/smol-tokens.sqlite "
+            "--to-step 4500 --running-since ")
+        started = datetime.datetime.fromisoformat(pace[0].split()[-1])
+        age = (datetime.datetime.now(datetime.timezone.utc) - started).total_seconds()
+        assert 0 <= age < 60
+    finally:
+        subprocess.run(["bash", str(RUNS), "stop"], env=env, timeout=60, capture_output=True)

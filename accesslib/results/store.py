@@ -1114,23 +1114,33 @@ def read_inflight(path: str | os.PathLike, timeout: float = 60.0) -> list[dict]:
         conn.close()
 
 
-def kept_pace(now: Iterable[Mapping[str, Any]], before: Iterable[Mapping[str, Any]]) -> dict | None:
+def kept_pace(now: Iterable[Mapping[str, Any]], before: Iterable[Mapping[str, Any]],
+              running_since: str | None = None) -> dict | None:
     """How fast a run goes, from the strings it kept mid-way at two moments (:meth:`ResultsStore.inflight`
     of the store now and of an earlier copy, e.g. its last snapshot): for each string kept in both
     and saved again since, the steps it made over the time between its two saves. A run steps all
     its open strings together, so their median is the run's pace.
+
+    ``running_since`` (ISO time): when the run writing now started. A run resumed from the copy
+    later (a fresh clone resumes from its committed snapshot) made every step since then, so a
+    string's time counts from the later of its earlier save and that start: the hours the run was
+    not going are not its pace.
 
     Returns ``dict(strings, steps, seconds, seconds_per_step, open, lowest_step)`` (``steps`` and
     ``seconds``: the median string's; ``open``: the strings kept now, ``lowest_step``: the fewest
     steps among them), or None when no string was saved again since the earlier copy."""
     earlier = {k["key"]: k for k in before}
     now = list(now)
+    started = datetime.fromisoformat(running_since) if running_since else None
     moves = []
     for k in now:
         e = earlier.get(k["key"])
         if e is None or k["steps"] <= e["steps"]:
             continue
-        seconds = (datetime.fromisoformat(k["updated_at"]) - datetime.fromisoformat(e["updated_at"])).total_seconds()
+        since = datetime.fromisoformat(e["updated_at"])
+        if started is not None:
+            since = max(since, started)
+        seconds = (datetime.fromisoformat(k["updated_at"]) - since).total_seconds()
         if seconds > 0:
             moves.append((seconds / (k["steps"] - e["steps"]), k["steps"] - e["steps"], seconds))
     if not moves:

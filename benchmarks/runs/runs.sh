@@ -16,9 +16,11 @@
 #                                                runs, on the same store) 9000 / 1500 read from
 #                                                the run so far: accesslib store ladder; a
 #                                                running run: its pace since the snapshot before
-#                                                its last one (kept in LIVE/.before-NAME.sqlite) and
-#                                                when its open strings reach its step budget at
-#                                                that pace: accesslib store pace)
+#                                                its last one (kept in LIVE/.before-NAME.sqlite), or
+#                                                since it started if later (a fresh clone: since it
+#                                                resumed from the committed snapshot), and when its
+#                                                open strings reach its step budget at that pace:
+#                                                accesslib store pace --running-since)
 #   bash benchmarks/runs/runs.sh stop            SIGTERM every run (each loses at most the last
 #                                                minute: unfinished strings are kept every minute)
 #   bash benchmarks/runs/runs.sh focus NAME M STEPS/PATIENCE
@@ -320,7 +322,12 @@ case "${1:-}" in
       steps=$(pgrep -af "store $live" | grep -o -- '--max-steps [0-9]*' | head -1 | cut -d' ' -f2 || true)
       before="$LIVE/.before-$name.sqlite"; [ -f "$before" ] || before="$KEPT/$name.sqlite"
       if [ "$state" = running ] && [ -f "$before" ]; then
-        "$PY" -m accesslib store pace --store "$live" --since "$before" ${steps:+--to-step "$steps"} || true
+        # since when it runs: a run resumed after that snapshot (a fresh clone) made its steps since then
+        pid=$(pgrep -of "store $live" || true)
+        secs=$(ps -o etimes= -p "$pid" 2>/dev/null | tr -d ' ' || true)
+        since=""; [ -n "$secs" ] && since=$(date -u -d "@$(( $(date +%s) - secs ))" +%FT%T+00:00)
+        "$PY" -m accesslib store pace --store "$live" --since "$before" ${steps:+--to-step "$steps"} \
+          ${since:+--running-since "$since"} || true
       fi
     done
     # the plan's focus lines: decided, running, ended undecided, or waiting for their turn
