@@ -16,6 +16,7 @@ import time
 
 import ipywidgets as W
 
+from accesslib._checks import check_choice
 from accesslib.apps.base import App, BackgroundRun, exact_value, human_date, set_exact
 from accesslib.apps.nb02_cramming import curve_from_counts, curve_rows
 from accesslib.apps.nb05_geometry import bundle_measured_eps, measured_eps_html
@@ -143,6 +144,25 @@ def remeasured_points(bundle) -> list[tuple]:
                   for m, r, words in groups]
         out += [p for p in points if p is not None]
     return out
+
+
+def remeasured_choices(bundle) -> list[tuple[str, str]]:
+    """The re-measurements the plot can draw, as (label, value) options: "all", one per targets
+    the bundle's re-measurements have, in their order ("[A]'s words only": value its source), and
+    "none"; just "all" and "none" for a bundle without any."""
+    sources = list(dict.fromkeys(rec.get("source") for rec in bundle.get("remeasured") or []))
+    return ([("all", "all")] + [(f"{SHORT_TARGETS.get(s, str(s))} only", s) for s in sources]
+            + [("none", "none")])
+
+
+def remeasured_only(bundle, which: str = "all") -> dict:
+    """``bundle`` with only the re-measurements that ``which`` picks (:func:`remeasured_choices`:
+    "all", "none" or a source); the bundle itself is not changed."""
+    check_choice("which", which, [v for _, v in remeasured_choices(bundle)])
+    if which == "all":
+        return bundle
+    records = bundle.get("remeasured") or []
+    return dict(bundle, remeasured=[rec for rec in records if which != "none" and rec.get("source") == which])
 
 
 def remeasured_fits(bundle) -> list[tuple]:
@@ -335,7 +355,12 @@ class PredictedApp(App):
                                          indent=False, layout=W.Layout(width="210px"))
         self.log_y = W.Checkbox(value=False, description="log y axis", indent=False,
                                 layout=W.Layout(width="110px"))
-        self.controls.children = [W.HBox([self.model, self.show_published, self.log_y]),
+        # which re-measurements the left panel draws (their squares, labels and dashed slopes): one
+        # targets' runs alone read more easily than all of them; shown only for a model that has any
+        self.remeasured_shown = W.Dropdown(options=[("all", "all")], value="all", description="re-measured",
+                                           style=_DESC, layout=W.Layout(width="250px"))
+        self.controls.children = [W.HBox([self.model, self.show_published, self.log_y, self.remeasured_shown],
+                                         layout=W.Layout(flex_flow="row wrap")),
                                   W.HBox([self.r, self.eps_rel], layout=W.Layout(flex_flow="row wrap"))]
         ax, ax_pub = self.fig.add_axes(self.POS_BOTH[0]), self.fig.add_axes(self.POS_BOTH[1])
         self.art = plotting.plot_model_bounds(ax, m_max=5)
@@ -346,7 +371,7 @@ class PredictedApp(App):
             ax_pub, {_short(name): series for name, series in self.published.items()}, m_max=5)
         set_exact(self.eps_rel, 2.0**-11)   # the browser's snapped echo keeps [A]'s exact 2^-11
         self.model.observe(self._on_model, names="value")
-        for w in (self.r, self.eps_rel, self.show_published, self.log_y):
+        for w in (self.r, self.eps_rel, self.show_published, self.log_y, self.remeasured_shown):
             w.observe(self.refresh, names="value")
         self._on_model()
 
@@ -355,9 +380,14 @@ class PredictedApp(App):
         self.published_match = reference.published_match(self.bundle["model"], self.bundle.get("source"))
         self.measured_eps = bundle_measured_eps(self.bundle)
         geo = self.bundle.get("geometry") or {}
+        options = remeasured_choices(self.bundle)
         with self.hold():
             if geo.get("r_inf"):
                 set_exact(self.r, geo["r_inf"])   # exactly r_inf, whatever grid the browser snaps to
+            keep = self.remeasured_shown.value if self.remeasured_shown.value in [v for _, v in options] else "all"
+            self.remeasured_shown.options = options
+            self.remeasured_shown.value = keep
+            self.remeasured_shown.layout.display = None if len(options) > 2 else "none"
 
     def published_slopes(self, eps_rel):
         """The ball bound C of each of [A]'s models with published n50 points, at ε = r·eps_rel
@@ -399,9 +429,10 @@ class PredictedApp(App):
             title=f"{b['model']} (d = {facts['d']}, |V| = {facts['vocab_size']:,}): its bounds and its n50")
         self.ladder_points = ladder_points(b)
         plotting.update_ladder(self.art, self.ladder_points)
-        self.remeasured_points = remeasured_points(b)
+        shown = remeasured_only(b, self.remeasured_shown.value)
+        self.remeasured_points = remeasured_points(shown)
         plotting.update_ladder(self.art, self.remeasured_points, "remeasured")
-        self.remeasured_fits = remeasured_fits(b)
+        self.remeasured_fits = remeasured_fits(shown)
         plotting.update_remeasured_fits(self.art, [f[:4] for f in self.remeasured_fits])
         pub = self.published_slopes(eps_rel)
         if self.show_published.value:

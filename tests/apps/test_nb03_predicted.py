@@ -377,6 +377,49 @@ def test_the_shipped_smollm2_bundle_shows_its_remeasurement_under_the_published_
     assert "Re-measured" not in app.readout.value
 
 
+
+def test_the_remeasured_choice_draws_one_targets_runs_alone():
+    """The "re-measured" menu: all of SmolLM2's re-measurements, one targets' runs alone (their squares,
+    labels and dashed slopes, nothing of the others'), or none; hidden for a model without any, and a
+    choice that is not one of the bundle's is refused by name."""
+    from accesslib.apps.nb03_predicted import SHORT_TARGETS, remeasured_choices, remeasured_fits, remeasured_only
+
+    b = bundles.load("cram", "smollm2-135m")
+    sources = list(dict.fromkeys(r["source"] for r in b["remeasured"]))
+    assert sources == ["glove100k", "tokens"]
+    app = PredictedApp(canvas="agg", model="smollm2-135m", published=False)
+    assert app.remeasured_shown.options == (("all", "all"), ("[A]'s words only", "glove100k"),
+                                            ("random tokens only", "tokens"), ("none", "none"))
+    assert app.remeasured_shown.layout.display is None and app.remeasured_shown.value == "all"
+    every = list(app.remeasured_points)
+    for source in sources:
+        app.remeasured_shown.value = source
+        short = SHORT_TARGETS[source]
+        mine = [p for p in every if p[3].startswith(short + ",")]
+        assert mine and app.remeasured_points == mine                      # the same points, the others gone
+        assert [t.get_text() for t in app.art["remeasured_texts"]] == [p[3] for p in mine]
+        assert len(app.art["remeasured"].lines[0].get_xdata()) == len(mine)
+        fits = [f for f in remeasured_fits(b) if f[4] == source]
+        assert fits and app.remeasured_fits == fits and len(app.art["remeasured_fits"]) == len(fits)
+        rows = [r for r in app.data_rows() if r["panel"] == "n50 re-measured"]
+        assert [r["label"] for r in rows] == [p[3] for p in mine]         # the data download follows
+    assert len(every) == sum(len([p for p in every if p[3].startswith(SHORT_TARGETS[s] + ",")]) for s in sources)
+    app.remeasured_shown.value = "none"
+    assert app.remeasured_points == [] and app.art["remeasured_texts"] == [] and app.art["remeasured_fits"] == []
+    assert "Re-measured" in app.readout.value                             # the page still says them all
+    app.remeasured_shown.value = "all"
+    assert app.remeasured_points == every and len(app.remeasured_fits) == len(remeasured_fits(b))
+    app.model.value = embedded.DEFAULT
+    assert app.remeasured_shown.options == (("all", "all"), ("none", "none"))
+    assert app.remeasured_shown.layout.display == "none"
+    assert remeasured_choices(bundles.load("cram", embedded.DEFAULT)) == [("all", "all"), ("none", "none")]
+    assert remeasured_only(b, "all") is b and remeasured_only(b, "none")["remeasured"] == [] and b["remeasured"]
+    with pytest.raises(ValueError, match="which must be one of 'all', 'glove100k', 'tokens', 'none'; got 'words'"):
+        remeasured_only(b, "words")
+    import traitlets
+    with pytest.raises(traitlets.TraitError):                              # the widget refuses it too
+        app.remeasured_shown.value = "tokens"
+
 def test_remeasured_points_and_records():
     """A re-measurement's n50 by m at its budget, its ladder's rungs at the ladder's m; the record
     of the same source and settings is replaced, another model's refused."""
