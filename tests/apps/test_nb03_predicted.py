@@ -382,7 +382,12 @@ def test_the_remeasured_choice_draws_one_targets_runs_alone():
     """The "re-measured" menu: all of SmolLM2's re-measurements, one targets' runs alone (their squares,
     labels and dashed slopes, nothing of the others'), or none; hidden for a model without any, and a
     choice that is not one of the bundle's is refused by name."""
-    from accesslib.apps.nb03_predicted import SHORT_TARGETS, remeasured_choices, remeasured_fits, remeasured_only
+    from accesslib.apps.nb03_predicted import (
+        SHORT_TARGETS,
+        remeasured_choices,
+        remeasured_fits,
+        remeasured_only,
+    )
 
     b = bundles.load("cram", "smollm2-135m")
     sources = list(dict.fromkeys(r["source"] for r in b["remeasured"]))
