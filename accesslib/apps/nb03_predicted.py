@@ -195,8 +195,13 @@ def _remeasured_fit(rec) -> tuple | None:
 
 
 def _same_n50(a: dict, b: dict) -> bool:
-    """Whether two rungs give the same n50: the same value and stderr, or the same one-sided bound."""
-    return all(a.get(k) == b.get(k) for k in ("n50", "stderr", "n50_above", "n50_below"))
+    """Whether two rungs give the same n50: the same value and stderr, or the same one-sided bound,
+    to 1e-9 relative (the same strings' fit read on two machines differs in its last digits)."""
+    def same(x, y):
+        if x is None or y is None:
+            return x is y
+        return math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-12)
+    return all(same(a.get(k), b.get(k)) for k in ("n50", "stderr", "n50_above", "n50_below"))
 
 
 def remeasured_html(bundle, ball: float | None = None) -> str:

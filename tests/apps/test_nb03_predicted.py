@@ -852,3 +852,18 @@ def test_notebook_05s_readout_points_to_the_map_in_notebook_03():
     app = eval(src.splitlines()[-1].replace("PredictedApp(", "PredictedApp(canvas='agg', model='tiny-d32-v257', "))
     assert "the <b>budget map</b> in notebook 03 reads natural text" in app.readout.value
     assert " below " not in app.readout.value
+
+
+def test_one_rung_read_on_two_machines_is_drawn_once():
+    """The same strings' n50 read again on another machine differs in its last digits (SmolLM2's words
+    3000 / 500 at m = 1: stderr 1.8112269918492532 from the 9000 / 1500 run's ladder, ...523 from the
+    --read-budget bundle): still one square, where a real difference keeps two."""
+    from accesslib.apps.nb03_predicted import _same_n50, remeasured_points
+
+    a = dict(n50=20.087372081417204, stderr=1.8112269918492532, n50_above=None, n50_below=None)
+    assert _same_n50(a, dict(a, stderr=1.8112269918492523))
+    assert not _same_n50(a, dict(a, stderr=1.82)) and not _same_n50(a, dict(a, n50=None, n50_above=20.1))
+    b = bundles.load("cram", "smollm2-135m")
+    words_1 = [p for p in remeasured_points(b) if p[0] == 1 and p[3].startswith("[A]'s words")]
+    assert [p[3] for p in words_1] == ["[A]'s words, 1,000 / 500", "[A]'s words, 3,000 / 500",
+                                       "[A]'s words, 9,000 / 1,500"]
