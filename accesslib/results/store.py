@@ -166,12 +166,38 @@ def _inspect(path: Path, timeout: float = 60.0) -> str:
         missing = {"strings", "protocols"} - set(tables)
         if missing:
             raise StoreError(path, f"not an accesslib results store (no {', '.join(sorted(missing))} table)")
-        check = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
-        if check != "ok":
-            raise StoreError(path, f"corrupt (SQLite: {check})")
-        return "ours"
     except sqlite3.Error as e:
         raise StoreError(path, _sqlite_cause(e)) from None
+    finally:
+        conn.close()
+    # "corrupt" only when every one of a few reads says so: a read racing another process's
+    # writes has been seen to fail once (under heavy load, four processes opening one store) on a
+    # file that then checked whole; a damaged file fails every time
+    for attempt in range(_CHECK_READS):
+        wrong = _quick_check(path, timeout)
+        if wrong is None:
+            return "ours"
+        if attempt + 1 < _CHECK_READS:
+            time.sleep(0.1 * (attempt + 1))
+    raise StoreError(path, wrong)
+
+
+#: how many reads :func:`_inspect` makes of a file before it calls it corrupt
+_CHECK_READS = 3
+
+
+def _quick_check(path: Path, timeout: float) -> str | None:
+    """SQLite's quick_check of ``path``, read as :func:`_inspect` reads it: None when it passes,
+    else what is wrong in :class:`StoreError`'s words ("corrupt (SQLite: ...)")."""
+    try:
+        conn = sqlite3.connect(_read_uri(path), uri=True, timeout=timeout)
+    except sqlite3.Error as e:
+        return _sqlite_cause(e)
+    try:
+        check = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+        return None if check == "ok" else f"corrupt (SQLite: {check})"
+    except sqlite3.Error as e:
+        return _sqlite_cause(e)
     finally:
         conn.close()
 

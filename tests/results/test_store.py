@@ -253,3 +253,25 @@ def test_store_pickles_without_connection(tmp_path):
     st.add(_row(2))
     st2 = pickle.loads(pickle.dumps(st))
     assert st2.count() == 1 and st2.path == st.path
+
+
+def test_a_store_is_called_corrupt_only_when_every_read_says_so(tmp_path, monkeypatch):
+    """One quick_check that fails (a read racing other processes' writes, seen once under heavy load on
+    a file that then checked whole) is read again; a file that fails every read is corrupt."""
+    from accesslib.results import store as store_mod
+    from accesslib.results.store import StoreError
+
+    path = tmp_path / "r.sqlite"
+    ResultsStore(path).add(_row(1))
+    real, said = store_mod._quick_check, []
+
+    def once_wrong(p, timeout):
+        said.append(p)
+        return "corrupt (SQLite: On tree page 2 cell 0: invalid page number 14)" if len(said) == 1 else real(p, timeout)
+    monkeypatch.setattr(store_mod, "_quick_check", once_wrong)
+    assert ResultsStore(path).count() == 1 and len(said) == 2
+    said.clear()
+    monkeypatch.setattr(store_mod, "_quick_check", lambda p, timeout: said.append(p) or "corrupt (SQLite: bad)")
+    with pytest.raises(StoreError, match=r"corrupt \(SQLite: bad\)$"):
+        ResultsStore(path)
+    assert len(said) == store_mod._CHECK_READS == 3
