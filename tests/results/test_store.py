@@ -256,8 +256,8 @@ def test_store_pickles_without_connection(tmp_path):
 
 
 def test_a_store_is_called_corrupt_only_when_every_read_says_so(tmp_path, monkeypatch):
-    """One quick_check that fails (a read racing other processes' writes, seen once under heavy load on
-    a file that then checked whole) is read again; a file that fails every read is corrupt."""
+    """One quick_check that fails (a read racing other processes' writes, seen once under heavy load)
+    is read again; a file that fails every read is corrupt."""
     from accesslib.results import store as store_mod
     from accesslib.results.store import StoreError
 
