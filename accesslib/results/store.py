@@ -166,19 +166,21 @@ def _inspect(path: Path, timeout: float = 60.0) -> str:
         missing = {"strings", "protocols"} - set(tables)
         if missing:
             raise StoreError(path, f"not an accesslib results store (no {', '.join(sorted(missing))} table)")
+        wrong = _quick_check(path, timeout, conn)   # the first read through this connection
     except sqlite3.Error as e:
         raise StoreError(path, _sqlite_cause(e)) from None
     finally:
         conn.close()
+    if wrong is None:
+        return "ours"
     # "corrupt" only when every one of a few reads says so: a read racing other processes' writes
     # has been seen to fail once (a test, four processes opening one store under heavy load; 160
     # more runs did not repeat it); a damaged file fails every time
-    for attempt in range(_CHECK_READS):
+    for attempt in range(1, _CHECK_READS):
+        time.sleep(0.1 * attempt)
         wrong = _quick_check(path, timeout)
         if wrong is None:
             return "ours"
-        if attempt + 1 < _CHECK_READS:
-            time.sleep(0.1 * (attempt + 1))
     raise StoreError(path, wrong)
 
 
@@ -186,20 +188,21 @@ def _inspect(path: Path, timeout: float = 60.0) -> str:
 _CHECK_READS = 3
 
 
-def _quick_check(path: Path, timeout: float) -> str | None:
-    """SQLite's quick_check of ``path``, read as :func:`_inspect` reads it: None when it passes,
-    else what is wrong in :class:`StoreError`'s words ("corrupt (SQLite: ...)")."""
+def _quick_check(path: Path, timeout: float, conn: sqlite3.Connection | None = None) -> str | None:
+    """SQLite's quick_check of ``path``, read as :func:`_inspect` reads it (through ``conn``, left
+    open, when given): None when it passes, else what is wrong in :class:`StoreError`'s words
+    ("corrupt (SQLite: ...)")."""
+    own = conn is None
     try:
-        conn = sqlite3.connect(_read_uri(path), uri=True, timeout=timeout)
-    except sqlite3.Error as e:
-        return _sqlite_cause(e)
-    try:
+        if own:
+            conn = sqlite3.connect(_read_uri(path), uri=True, timeout=timeout)
         check = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
         return None if check == "ok" else f"corrupt (SQLite: {check})"
     except sqlite3.Error as e:
         return _sqlite_cause(e)
     finally:
-        conn.close()
+        if own and conn is not None:
+            conn.close()
 
 
 def _check_writable(path: Path):

@@ -265,13 +265,14 @@ def test_a_store_is_called_corrupt_only_when_every_read_says_so(tmp_path, monkey
     ResultsStore(path).add(_row(1))
     real, said = store_mod._quick_check, []
 
-    def once_wrong(p, timeout):
+    def once_wrong(p, timeout, conn=None):
         said.append(p)
-        return "corrupt (SQLite: On tree page 2 cell 0: invalid page number 14)" if len(said) == 1 else real(p, timeout)
+        return ("corrupt (SQLite: On tree page 2 cell 0: invalid page number 14)" if len(said) == 1
+                else real(p, timeout, conn))
     monkeypatch.setattr(store_mod, "_quick_check", once_wrong)
     assert ResultsStore(path).count() == 1 and len(said) == 2
     said.clear()
-    monkeypatch.setattr(store_mod, "_quick_check", lambda p, timeout: said.append(p) or "corrupt (SQLite: bad)")
+    monkeypatch.setattr(store_mod, "_quick_check", lambda p, timeout, conn=None: said.append(p) or "corrupt (SQLite: bad)")
     with pytest.raises(StoreError, match=r"corrupt \(SQLite: bad\)$"):
         ResultsStore(path)
     assert len(said) == store_mod._CHECK_READS == 3
