@@ -649,13 +649,65 @@ def test_status_reads_a_running_runs_pace_from_when_it_started(tmp_path):
     try:
         r = subprocess.run(["bash", str(RUNS), "status"], capture_output=True, text=True, env=env, timeout=60)
         assert r.returncode == 0 and "== smol-tokens (running)" in r.stdout, r.stderr
-        live, kept = tmp_path / "live", tmp_path / "kept"
+        live = tmp_path / "live"
         pace = [c for c in _calls(tmp_path) if "store pace" in c]
+        # from the store as the run found it: here the committed snapshot, copied
+        assert (live / ".start-smol-tokens.sqlite").read_text() == "the committed snapshot"
         assert len(pace) == 1 and pace[0].startswith(
-            f"-m accesslib store pace --store {live}/smol-tokens.sqlite --since {kept}/smol-tokens.sqlite "
+            f"-m accesslib store pace --store {live}/smol-tokens.sqlite --since {live}/.start-smol-tokens.sqlite "
             "--to-step 4500 --running-since ")
         started = datetime.datetime.fromisoformat(pace[0].split()[-1])
         age = (datetime.datetime.now(datetime.timezone.utc) - started).total_seconds()
         assert 0 <= age < 60
     finally:
         subprocess.run(["bash", str(RUNS), "stop"], env=env, timeout=60, capture_output=True)
+
+
+def _status_pace_since(tmp_path, env):
+    r = subprocess.run(["bash", str(RUNS), "status"], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0 and "== smol-tokens (running)" in r.stdout, r.stderr
+    pace = [c for c in _calls(tmp_path) if "store pace" in c]
+    return pace[-1].split("--since ")[1].split()[0]
+
+
+def test_status_reads_a_resumed_runs_pace_from_the_store_it_found(tmp_path):
+    """A run stopped after a snapshot, then resumed on this machine, went on from its live store
+    (with the stopped run's last steps, some still in its -wal file), not from that snapshot: its
+    pace counts from a copy of the store as it found it, until a snapshot taken since it runs."""
+    import time
+    env = _fake_env(tmp_path)
+    (tmp_path / "python").write_text(FAKE.replace('sleep "${FAKE_SLEEP:-0}"',
+                                                  'case "$1" in scripts/make_bundles.py) sleep 30;; esac'))
+    live, kept = tmp_path / "live", tmp_path / "kept"
+    live.mkdir(), kept.mkdir()
+    (kept / "smol-tokens.sqlite").write_text("the last snapshot")
+    (live / ".before-smol-tokens.sqlite").write_text("the snapshot before")
+    os.utime(live / ".before-smol-tokens.sqlite", (time.time() - 1800,) * 2)
+    (live / "smol-tokens.sqlite").write_text("the stopped run's store")
+    (live / "smol-tokens.sqlite-wal").write_text("its last saves")
+    (live / ".start-smol-tokens.sqlite-shm").write_text("left by an earlier read")
+    (tmp_path / "plan").write_text("")
+    env["RUNS_PLAN"] = str(tmp_path / "plan")
+    subprocess.run(["bash", str(RUNS), "start", "smol-tokens"], env=env, timeout=60, capture_output=True)
+    _wait(lambda: len(_calls(tmp_path)) == 1)
+    try:
+        assert (live / ".start-smol-tokens.sqlite").read_text() == "the stopped run's store"
+        assert (live / ".start-smol-tokens.sqlite-wal").read_text() == "its last saves"
+        assert not (live / ".start-smol-tokens.sqlite-shm").exists()
+        assert _status_pace_since(tmp_path, env) == f"{live}/.start-smol-tokens.sqlite"
+        # a snapshot taken since the run started is the earlier copy again
+        (live / ".before-smol-tokens.sqlite").write_text("a snapshot of this run")
+        os.utime(live / ".before-smol-tokens.sqlite", (time.time() + 5,) * 2)
+        assert _status_pace_since(tmp_path, env) == f"{live}/.before-smol-tokens.sqlite"
+    finally:
+        subprocess.run(["bash", str(RUNS), "stop"], env=env, timeout=60, capture_output=True)
+
+
+def test_snapshot_keeps_the_time_the_snapshot_before_was_taken(tmp_path):
+    import time
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "smol-tokens.sqlite").write_text("the snapshot before")
+    taken = time.time() - 900
+    os.utime(tmp_path / "kept" / "smol-tokens.sqlite", (taken, taken))
+    _on_live_stores(tmp_path, "snapshot", ("smol-tokens",))
+    assert abs((tmp_path / "live" / ".before-smol-tokens.sqlite").stat().st_mtime - taken) < 1

@@ -17,8 +17,9 @@
 #                                                the run so far: accesslib store ladder; a
 #                                                running run: its pace since the snapshot before
 #                                                its last one (kept in LIVE/.before-NAME.sqlite), or
-#                                                since it started if later (a fresh clone: since it
-#                                                resumed from the committed snapshot), and when its
+#                                                since it started if later (from the store as it
+#                                                found it, kept in LIVE/.start-NAME.sqlite: a fresh
+#                                                clone's is the committed snapshot), and when its
 #                                                open strings reach its step budget at that pace:
 #                                                accesslib store pace --running-since)
 #   bash benchmarks/runs/runs.sh stop            SIGTERM every run (each loses at most the last
@@ -167,6 +168,13 @@ live_store() {   # run $1's live store, copied from its committed snapshot on a 
     cp "$KEPT/$store.sqlite" "$LIVE/$store.sqlite"
     echo "$1: resuming from the committed snapshot" >> "$LIVE/$2"
   fi
+  # the store as the run starts from it (no run writes to it now): `status` reads the pace of a run
+  # resumed after the last snapshots from it; a -wal file left by a stopped run holds its last saves
+  rm -f "$LIVE/.start-$store.sqlite" "$LIVE/.start-$store.sqlite-wal" "$LIVE/.start-$store.sqlite-shm"
+  if [ -f "$LIVE/$store.sqlite" ]; then
+    cp "$LIVE/$store.sqlite" "$LIVE/.start-$store.sqlite"
+    [ ! -f "$LIVE/$store.sqlite-wal" ] || cp "$LIVE/$store.sqlite-wal" "$LIVE/.start-$store.sqlite-wal"
+  fi
 }
 
 check_focus() {   # NAME M STEPS/PATIENCE of a focus, refused with a message naming what is wrong
@@ -303,7 +311,8 @@ case "${1:-}" in
     for live in "$LIVE"/*.sqlite; do
       [ -f "$live" ] || continue
       # the snapshot before this one stays in LIVE (not tracked): `status` reads the run's pace from it
-      [ -f "$KEPT/$(basename "$live")" ] && cp "$KEPT/$(basename "$live")" "$LIVE/.before-$(basename "$live")"
+      # (-p: its time is when it was taken)
+      [ -f "$KEPT/$(basename "$live")" ] && cp -p "$KEPT/$(basename "$live")" "$LIVE/.before-$(basename "$live")"
       "$PY" -m accesslib store backup "$KEPT/$(basename "$live")" --store "$live"
     done;;
   status)
@@ -321,6 +330,10 @@ case "${1:-}" in
       # seconds old), and when its open strings reach the running run's step budget
       steps=$(pgrep -af "store $live" | grep -o -- '--max-steps [0-9]*' | head -1 | cut -d' ' -f2 || true)
       before="$LIVE/.before-$name.sqlite"; [ -f "$before" ] || before="$KEPT/$name.sqlite"
+      # a run started after that snapshot was taken went on from the store as it found it: a stopped
+      # run's steps since the snapshot are not this run's
+      start="$LIVE/.start-$name.sqlite"
+      if [ -f "$start" ] && { [ ! -f "$before" ] || [ "$start" -nt "$before" ]; }; then before=$start; fi
       if [ "$state" = running ] && [ -f "$before" ]; then
         # since when it runs: a run resumed after that snapshot (a fresh clone) made its steps since then
         pid=$(pgrep -of "store $live" || true)
