@@ -51,7 +51,8 @@ def test_smollm2_under_the_published_protocol(readme):
                  f"{wc[3]['n50']:.1f} ± {wc[3]['n50_stderr']:.1f}: **a slope of {ws['slope']:.1f} ± "
                  f"{ws['slope_stderr']:.1f} tokens per vector over m = 1..3 under [A]'s own protocol** "
                  f"(C_ball / a = {ball / ws['slope']:.0f})",
-         f"9000 / 1500 puts m = 2 at {words3['budget_check']['ms']['2']['n50_3x_low']:.1f} and m = 3 at "
+         f"9000 / 1500 puts m = 2 at {words3['budget_check']['ms']['2']['n50_3x']:.1f} ± "
+         f"{words3['budget_check']['ms']['2']['stderr_3x']:.1f} and m = 3 at "
          f"{words3['budget_check']['ms']['3']['n50_3x_low']:.1f} or more",
          f"[A]'s protocol gives {tc[2]['n50']:.1f} ± {tc[2]['n50_stderr']:.1f} at m = 2 and "
          f"{tc[3]['n50']:.1f} ± {tc[3]['n50_stderr']:.1f} at m = 3: **a slope of {ts['slope']:.2f} ± "
