@@ -194,6 +194,20 @@ def slider_readout(page, label):
     return slider(page, label).locator(".widget-readout").first
 
 
+def steady_png(locator, timeout_ms=60000, every_ms=500):
+    """Screenshot (PNG bytes) of ``locator`` once two taken ``every_ms`` apart are the same: a
+    redraw on a loaded machine can take longer than a fixed wait."""
+    page = locator.page
+    last = locator.screenshot()
+    for _ in range(max(timeout_ms // every_ms, 1)):
+        page.wait_for_timeout(every_ms)
+        now = locator.screenshot()
+        if now == last:
+            return now
+        last = now
+    raise AssertionError(f"{locator} still changing after {timeout_ms} ms")
+
+
 def figure_png(page):
     """Screenshot (PNG bytes) of the app's figure (ipympl canvas or fallback image)."""
     fig = page.locator(".jupyter-matplotlib-figure, .widget-image").first

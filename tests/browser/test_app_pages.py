@@ -2,7 +2,7 @@
 import os
 
 import pytest
-from conftest import app_url, assert_no_error, figure_png, open_app, slider, wait_idle
+from conftest import app_url, assert_no_error, figure_png, open_app, slider, steady_png, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -84,11 +84,11 @@ def test_geometry_page_shows_the_stored_measurement(voila_server, page):
               ".some(e => e.innerText.includes('stored measurement of tiny-d32-v257'))")
     page.wait_for_function(stored, timeout=60000)
     figs = page.locator(".jupyter-matplotlib-figure, .widget-image")
-    shown = figs.nth(1).screenshot()                  # the model panel (after the 2-D toy)
+    shown = steady_png(figs.nth(1))                   # the model panel (after the 2-D toy)
     button.click()
     page.wait_for_function(stored, timeout=60000)
     wait_idle(page, 2500)
-    assert figs.nth(1).screenshot() == shown          # the same measurement, drawn again
+    assert steady_png(figs.nth(1)) == shown           # the same measurement, drawn again
     assert _button(page, "Run").first.is_enabled()
     assert_no_error(page)
 
