@@ -208,6 +208,46 @@ def steady_png(locator, timeout_ms=60000, every_ms=500):
     raise AssertionError(f"{locator} still changing after {timeout_ms} ms")
 
 
+def changed_png(where, before, timeout_ms=60000, every_ms=500):
+    """The figure's screenshot once it differs from ``before`` and has stopped changing (``where``:
+    the page, for its first figure, or a locator). A redraw on a loaded machine can take far
+    longer than a fixed wait; a figure that never changes fails with a message."""
+    locator = where.locator(".jupyter-matplotlib-figure, .widget-image").first if hasattr(where, "goto") else where
+    for _ in range(max(timeout_ms // every_ms, 1)):
+        if locator.screenshot() != before:
+            return steady_png(locator, timeout_ms, every_ms)
+        locator.page.wait_for_timeout(every_ms)
+    raise AssertionError(f"the figure did not change in {timeout_ms} ms")
+
+
+def png_difference(a, b, level=32):
+    """Share of the pixels of two same-sized PNG screenshots that differ by more than ``level``
+    (0-255) in some channel; 1.0 for different sizes."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+    x, y = (np.asarray(Image.open(io.BytesIO(p)).convert("RGB")).astype(int) for p in (a, b))
+    if x.shape != y.shape:
+        return 1.0
+    return float((np.abs(x - y).max(axis=2) > level).mean())
+
+
+def matching_png(locator, expected, timeout_ms=60000, every_ms=500, share=0.002):
+    """Wait until ``locator``'s screenshot draws what ``expected`` shows: at most ``share`` of its
+    pixels clearly different. Chromium may place an antialiased edge a pixel apart when a figure is
+    drawn again (seen on a loaded machine), so bytes are not compared; the numbers the figure shows
+    are checked in the page's text."""
+    page, diff = locator.page, 1.0
+    for _ in range(max(timeout_ms // every_ms, 1)):
+        diff = png_difference(locator.screenshot(), expected)
+        if diff <= share:
+            return diff
+        page.wait_for_timeout(every_ms)
+    raise AssertionError(f"the figure still differs from the expected one after {timeout_ms} ms: "
+                         f"{diff:.2%} of its pixels")
+
+
 def figure_png(page):
     """Screenshot (PNG bytes) of the app's figure (ipympl canvas or fallback image)."""
     fig = page.locator(".jupyter-matplotlib-figure, .widget-image").first
