@@ -378,6 +378,7 @@ def _add_budget_map(a, p, command, argv):
         if not got["maps"]:
             raise SystemExit(f"--add-budget-map: {a.store} holds no run of {name}"
                              + (f" on {a.source}" if filters else "") + " with protocol settings")
+        got["maps"] = _maps_of_one_run(got["maps"], a, p, name)
         b = bundles.load("cram", name, a.out)
         when = datetime.now(timezone.utc).isoformat(timespec="seconds")
         for mp in got["maps"]:
@@ -388,6 +389,27 @@ def _add_budget_map(a, p, command, argv):
                   f"{mp['finished']} finished, {mp['kept']} open): " + "; ".join(bundles.budget_map_lines(mp)),
                   flush=True)
         print(f"-> {path}", flush=True)
+
+
+def _maps_of_one_run(maps, a, p, name):
+    """The maps of the run --read-from names, or of the store's only run per source: a run still
+    going beside a finished one (a larger budget extending its strings) holds only the strings it
+    has reached, and its map must not pass for the finished run's."""
+    runs = sorted({(mp["source"], tuple(mp["run"])) for mp in maps})
+    if a.read_from:
+        want = parse_budget(a.read_from, "--read-from", p.error, "9000/1500")
+        kept = [mp for mp in maps if tuple(mp["run"]) == want]
+        if not kept:
+            raise SystemExit(f"--add-budget-map: {a.store} holds no run of {name} at {want[0]:,} / {want[1]:,} "
+                             f"(--read-from); it holds " + ", ".join(f"{s}, {r[0]:,} / {r[1]:,}" for s, r in runs))
+        return kept
+    sources = [s for s, _ in runs]
+    several = sorted({s for s in sources if sources.count(s) > 1})
+    if several:
+        raise SystemExit(f"--add-budget-map: {a.store} holds several runs of {name} on {', '.join(several)} ("
+                         + ", ".join(f"{r[0]:,} / {r[1]:,}" for s, r in runs if s in several)
+                         + "); name one by its own budget: --read-from STEPS/PATIENCE")
+    return maps
 
 
 def _add_remeasure(a):
@@ -634,7 +656,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "--m), its n50 and slope, and the check against the run's own budget; nothing is "
                         "crammed. --source picks the run where the store holds several")
     p.add_argument("--read-from", default=None, metavar="STEPS/PATIENCE",
-                   help="--read-budget: the run's own budget, where --store holds several runs of one source")
+                   help="--read-budget and --add-budget-map: the run's own budget, where --store holds several "
+                        "runs of one source (a larger budget extending a finished run's strings)")
     p.add_argument("--add-budget-map", nargs="+", default=None, metavar="MODEL",
                    help="keep in these models' bundles the n50 over --map-steps x --map-patience read from the "
                         "run in --store (every m of it; --source picks one), nothing crammed; notebook 03 "

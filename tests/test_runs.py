@@ -580,12 +580,15 @@ def _finished(tmp_path, name, store):
     return live
 
 
-@pytest.mark.parametrize("name, store, folder, source, three", [
-    ("smol-glove-9k-m3", "smol-glove-9k", "smol-glove-9k", "glove100k", "smol-glove-3k"),
-    ("smol-tokens-9k-m2", "smol-tokens-9k", "smol-tokens-9k", "tokens", "smol-tokens-3k"),
-    ("smol-tokens-27k", "smol-tokens-9k", "smol-tokens-27k", "tokens", None),
+@pytest.mark.parametrize("name, store, folder, source, own, three", [
+    ("smol-glove-9k-m3", "smol-glove-9k", "smol-glove-9k", "glove100k", "9000/1500", "smol-glove-3k"),
+    ("smol-tokens-9k-m2", "smol-tokens-9k", "smol-tokens-9k", "tokens", "9000/1500", "smol-tokens-3k"),
+    ("smol-tokens-27k", "smol-tokens-9k", "smol-tokens-27k", "tokens", "27000/4500", None),
 ])
-def test_ship_keeps_a_finished_runs_bundle_its_map_and_its_3000_500(tmp_path, name, store, folder, source, three):
+def test_ship_keeps_a_finished_runs_bundle_its_map_and_its_3000_500(tmp_path, name, store, folder, source, own,
+                                                                   three):
+    """Every reading names the run by its own budget: the store may hold a larger run going on
+    from it (-27k extends the -9k strings in the same store)."""
     env = dict(_fake_env(tmp_path), RUNS_BUNDLES=str(tmp_path / "bundles"))
     live = _finished(tmp_path, name, store)
     r = subprocess.run(["bash", str(RUNS), "ship", name], capture_output=True, text=True, env=env, timeout=60)
@@ -593,11 +596,12 @@ def test_ship_keeps_a_finished_runs_bundle_its_map_and_its_3000_500(tmp_path, na
     bundles = tmp_path / "bundles"
     assert (bundles / folder / "cram-smollm2-135m.json").read_text() == '{"the": "run\'s bundle"}'
     want = [f"scripts/make_bundles.py --add-remeasure {bundles}/{folder}",
-            f"scripts/make_bundles.py --add-budget-map smollm2-135m --source {source} --store {live}/{store}.sqlite "
+            f"scripts/make_bundles.py --add-budget-map smollm2-135m --source {source} --read-from {own} "
+            f"--store {live}/{store}.sqlite "
             "--map-steps 500 1000 2000 3000 4500 6000 --map-patience 100 250 500 1000"]
     if three:   # [A]'s budget at every m, read from the same strings, kept beside the run's own
         want += [f"scripts/make_bundles.py --read-budget 3000/500 --models smollm2-135m --source {source} "
-                 f"--store {live}/{store}.sqlite --out {bundles}/{three}",
+                 f"--read-from {own} --store {live}/{store}.sqlite --out {bundles}/{three}",
                  f"scripts/make_bundles.py --add-remeasure {bundles}/{three}"]
     assert _calls(tmp_path) == want
     assert f"shipped {name} ({bundles}/{folder})" in r.stdout

@@ -415,17 +415,19 @@ case "${1:-}" in
       { echo "run '$name' has not finished here (no $LIVE/.done-$name with its bundle in $LIVE/$name-bundle/):" \
           "nothing shipped" >&2; exit 2; }
     source=$(echo "$a" | grep -o -- '--source [^ ]*' | cut -d' ' -f2)
+    # the run's own budget: a larger run extending its strings (-27k) may write to the same store
+    own=$(echo "$a" | grep -o -- '--max-steps [0-9]* --patience [0-9]*' | awk '{print $2 "/" $4}')
     case "$name" in *-m2|*-m3) folder=$store;; *) folder=$name;; esac
     mkdir -p "$BUNDLES/$folder"
     cp "$LIVE/$name-bundle/cram-smollm2-135m.json" "$BUNDLES/$folder/"
     HF_HUB_OFFLINE=1 "$PY" scripts/make_bundles.py --add-remeasure "$BUNDLES/$folder"
     HF_HUB_OFFLINE=1 "$PY" scripts/make_bundles.py --add-budget-map smollm2-135m --source "$source" \
-      --store "$LIVE/$store.sqlite" --map-steps 500 1000 2000 3000 4500 6000 --map-patience 100 250 500 1000
+      --read-from "$own" --store "$LIVE/$store.sqlite" --map-steps 500 1000 2000 3000 4500 6000 --map-patience 100 250 500 1000
     case "$name" in
       *-9k-m2|*-9k-m3)   # [A]'s 3000 / 500 at every m, read from the same strings
         three="$BUNDLES/${store%-9k}-3k"
         HF_HUB_OFFLINE=1 "$PY" scripts/make_bundles.py --read-budget 3000/500 --models smollm2-135m \
-          --source "$source" --store "$LIVE/$store.sqlite" --out "$three"
+          --source "$source" --read-from "$own" --store "$LIVE/$store.sqlite" --out "$three"
         HF_HUB_OFFLINE=1 "$PY" scripts/make_bundles.py --add-remeasure "$three";;
     esac
     echo "shipped $name ($BUNDLES/$folder); the docs and tests that quote its figures follow by hand";;

@@ -396,3 +396,28 @@ def test_the_docs_in_short_rows_at_9000_1500_are_the_shipped_readings():
         row = (f"| {name}, [A]'s protocol | 9000 / 1500{'' if done else ' (running)'} | {at(1)} | {at(2)} | "
                f"{at(3)} | {bundles.slope_entry_text(e)} | {ratio}|")
         assert row in docs, f"docs/real-models.md no longer has the row {row!r}"
+
+
+def test_make_bundles_maps_only_the_run_named_where_a_larger_one_extends_it(tmp_path):
+    """The words store holds the finished 9000 / 1500 run and the 27000 / 4500 run going on from
+    its strings: --add-budget-map refuses to guess between them, and --read-from keeps only the
+    named run's maps (a run just started holds a few strings and must not pass for it)."""
+    shutil.copyfile(STORES / "smol-glove-9k.sqlite", tmp_path / "glove.sqlite")
+    shipped = json.loads((ROOT / "accesslib" / "data" / "bundles" / "cram-smollm2-135m.json").read_text())
+    shipped.pop("budget_maps", None)   # only what this call writes
+    (tmp_path / "cram-smollm2-135m.json").write_text(json.dumps(shipped))
+    base = [sys.executable, SCRIPT, "--add-budget-map", "smollm2-135m", "--store", str(tmp_path / "glove.sqlite"),
+            "--source", "glove100k", "--map-steps", "3000", "--map-patience", "500", "--out", str(tmp_path)]
+    before = (tmp_path / "cram-smollm2-135m.json").read_text()
+    guess = subprocess.run(base, capture_output=True, text=True, timeout=300)
+    assert guess.returncode == 1 and "holds several runs of smollm2-135m on glove100k (9,000 / 1,500, 27,000 / " \
+        "4,500); name one by its own budget: --read-from STEPS/PATIENCE" in guess.stderr, guess.stderr[-2000:]
+    absent = subprocess.run(base + ["--read-from", "9000/500"], capture_output=True, text=True, timeout=300)
+    assert absent.returncode == 1 and "holds no run of smollm2-135m at 9,000 / 500 (--read-from); it holds " \
+        "glove100k, 9,000 / 1,500, glove100k, 27,000 / 4,500" in absent.stderr, absent.stderr[-2000:]
+    assert (tmp_path / "cram-smollm2-135m.json").read_text() == before       # nothing written
+    ok = subprocess.run(base + ["--read-from", "9000/1500"], capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    words = [mp for mp in json.loads((tmp_path / "cram-smollm2-135m.json").read_text())["budget_maps"]
+             if mp["source"] == "glove100k"]
+    assert [(mp["m"], tuple(mp["run"]), mp["finished"]) for mp in words] == [(m, (9000, 1500), 30) for m in (1, 2, 3)]
