@@ -906,11 +906,15 @@ def _run_store_ladder(args) -> int:
         own = next((c["max_steps"], c["patience"]) for c in curves
                    if (c["model"], c["source"], c["protocol_hash"]) == (run["model"], run["source"], run["protocol_hash"]))
         done = [e for e in run["budgets"] if e["slope"] is not None and (e["max_steps"], e["patience"]) != own]
+        # a store with several runs of this source (a larger one extending it) needs the run named
+        several = len({(c["max_steps"], c["patience"]) for c in curves
+                       if (c["model"], c["source"]) == (run["model"], run["source"])}) > 1
         if done:
             e = done[-1]
             print(f"  as a bundle (every m, its slope and its check against the run's budget): python "
                   f"scripts/make_bundles.py --read-budget {e['max_steps']}/{e['patience']} --models {run['model']} "
-                  f"--source {run['source']} --store {store.path} --out DIR")
+                  f"--source {run['source']}" + (f" --read-from {own[0]}/{own[1]}" if several else "")
+                  + f" --store {store.path} --out DIR")
     if plot:
         _plot_ladders(curves, plot, labels)
         print(f"plot: {plot}")

@@ -421,3 +421,12 @@ def test_make_bundles_maps_only_the_run_named_where_a_larger_one_extends_it(tmp_
     words = [mp for mp in json.loads((tmp_path / "cram-smollm2-135m.json").read_text())["budget_maps"]
              if mp["source"] == "glove100k"]
     assert [(mp["m"], tuple(mp["run"]), mp["finished"]) for mp in words] == [(m, (9000, 1500), 30) for m in (1, 2, 3)]
+
+
+def test_ladder_names_the_run_in_its_bundle_command_where_the_store_holds_two(tmp_path, capsys):
+    """`store ladder` on the words store (the 9000 / 1500 run and the 27000 / 4500 run extending
+    it): the command it prints for a bundle names the run, or make_bundles.py would refuse it."""
+    shutil.copyfile(STORES / "smol-glove-9k.sqlite", tmp_path / "glove.sqlite")
+    assert main(["store", "ladder", "--budget", "3000/500", "--store", str(tmp_path / "glove.sqlite")]) == 0
+    hints = [line for line in capsys.readouterr().out.splitlines() if "--read-budget 3000/500" in line]
+    assert any("--source glove100k --read-from 9000/1500 --store " in h for h in hints), hints

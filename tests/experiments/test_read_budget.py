@@ -204,8 +204,9 @@ def test_real_runs_read_at_the_published_budget_agree_with_their_ladders(tmp_pat
     stores = ROOT / "benchmarks" / "runs" / "stores"
     for name, source in (("smol-glove-9k", "glove100k"), ("smol-tokens-9k", "tokens")):
         shutil.copyfile(stores / f"{name}.sqlite", tmp_path / f"{name}.sqlite")   # opened as a copy: never written
+        # the store holds the run (9000 / 1500) and the 27000 / 4500 one going on from its strings
         b = bundling.read_budget_bundle(tmp_path / f"{name}.sqlite", "smollm2-135m", 3000, 500, ms=[1],
-                                        facts=shipped["facts"])
+                                        run_budget=(9000, 1500), facts=shipped["facts"])
         rec = next(r for r in shipped["remeasured"] if r["origin"].endswith(name))
         rung = next(r for r in rec["budget_ladder"]["rungs"] if (r["max_steps"], r["patience"]) == (3000, 500))
         (c,) = b["curves"]
@@ -221,7 +222,7 @@ def test_real_runs_read_at_the_published_budget_agree_with_their_ladders(tmp_pat
         ms = [c["m"] for c in read["curves"]]
         assert ms == [1, 2, 3]
         both = bundling.read_budget_bundle(tmp_path / f"{name}.sqlite", "smollm2-135m", 3000, 500, ms=ms,
-                                           facts=shipped["facts"])
+                                           run_budget=(9000, 1500), facts=shipped["facts"])
         key = ("m", "lengths", "successes", "totals")
         assert [{k: c[k] for k in key} for c in both["curves"]] == [{k: c[k] for k in key} for c in read["curves"]]
         assert [c["n50"] for c in both["curves"]] == pytest.approx([c["n50"] for c in read["curves"]])
