@@ -802,6 +802,15 @@ def _plural(k: int, word: str) -> str:
     return f"{k} {word}" + ("" if k == 1 else "s")
 
 
+
+def _waiting_text(c) -> str:
+    """", 11 of the 9,000 / 1,500 run's strings not reached yet (counted open)" for a run going on
+    from a smaller one's strings (:func:`accesslib.experiments.bundling.live_ladder`'s ``waiting``)."""
+    if not c.get("waiting"):
+        return ""
+    a, b = c["extends"]
+    return f", {c['waiting']} of the {a:,} / {b:,} run's strings not reached yet (counted open)"
+
 def _rung_n50(rung) -> str:
     """A rung's n50 as :func:`accesslib.results.bundles.rung_n50_text` words it, with the CLI's
     ASCII "+-": "20.1 +- 1.8", "> 46 (all crammed at 46)", "< 6 (none crammed at 6)"."""
@@ -864,7 +873,7 @@ def _run_store_ladder(args) -> int:
                 if c["kept"] else "")
         budget = "" if c["max_steps"] is None else f" ({c['max_steps']:,} steps, patience {c['patience']:,})"
         print(f"{c['model']}, m = {c['m']}, {c['source']}, protocol {c['protocol_hash']}{budget}: "
-              f"{_plural(c['finished'], 'string')} finished{kept}")
+              f"{_plural(c['finished'], 'string')} finished{kept}{_waiting_text(c)}")
         for why in dict.fromkeys(c["refused"]):
             print(f"  not read: {why}")
         if not c["rungs"]:
@@ -948,7 +957,8 @@ def _run_store_map(args) -> int:
         kept = (f", {mp['kept']} still being crammed (steps {mp['kept_steps'][0]}-{mp['kept_steps'][1]})"
                 if mp["kept"] else "")
         print(f"{mp['model']}, m = {mp['m']}, {mp['source']}, protocol {mp['protocol_hash']} ({mp['run'][0]:,} "
-              f"steps, patience {mp['run'][1]:,}): {_plural(mp['finished'], 'string')} finished{kept}; "
+              f"steps, patience {mp['run'][1]:,}): {_plural(mp['finished'], 'string')} finished{kept}"
+              f"{_waiting_text(mp)}; "
               f"n50 by step budget (rows) and patience (columns)")
         table = [("steps \\ patience",) + tuple(f"{p:,}" for p in mp["patiences"])]
         for s, row in zip(mp["steps"], mp["cells"]):

@@ -596,7 +596,14 @@ def live_ladder(store, budgets, *, keep_strings: bool = False, **filters) -> dic
     and ``n50_range``: where n50 can still end (:func:`open_n50_range`, None past its limit);
     ``unknown``: crammed strings whose smaller patience cannot be read; ``own``: the run's budget).
     ``keep_strings``: each curve also holds its strings, ``strings = {"rows": [...], "kept": [...]}``
-    (finished rows and kept states), for a caller that reads more from them (:func:`budget_map`)."""
+    (finished rows and kept states), for a caller that reads more from them (:func:`budget_map`).
+
+    A larger run going on from a smaller one's strings in the same store (``make_bundles.py
+    --extend-from``: the same protocol but for a larger max_steps and patience, the same seed) holds
+    only the strings it has reached; the smaller run's other strings at that m are ``waiting``
+    (their number, and ``extends``: the smaller run's (max_steps, patience)). A budget the smaller
+    run can read decides them from its rows; a larger one counts them open, so no n50 is claimed
+    from the strings reached so far."""
     from accesslib.engine.cramming import kept_states
 
     if not isinstance(store, ResultsStore):
@@ -633,11 +640,12 @@ def live_ladder(store, budgets, *, keep_strings: bool = False, **filters) -> dic
         mine = by_curve.get(key, [])
         settings = store.settings(ph) or {}
         steps = [k["step"] for k in mine]
+        parent, waiting = _extended_run(store, key, settings, rows, mine, curves)
         curve = dict(model=model, m=m, source=source, protocol_hash=ph, max_steps=None, patience=None,
                      finished=len(rows), kept=len(mine), kept_steps=(min(steps), max(steps)) if steps else None,
-                     refused=[], rungs=[])
+                     waiting=len(waiting), extends=parent, refused=[], rungs=[])
         if keep_strings:
-            curve["strings"] = dict(rows=rows, kept=mine)
+            curve["strings"] = dict(rows=rows, kept=mine, waiting=waiting)
         out.append(curve)
         if "max_steps" not in settings or "patience" not in settings:
             curve["refused"] = [f"the store {store.path} has no protocol settings for {model}'s curve at m = {m} "
@@ -660,12 +668,16 @@ def live_ladder(store, budgets, *, keep_strings: bool = False, **filters) -> dic
                                         f"teacher-forced accuracy; {where} watched {settings.get('patience_on')!r}")
             else:
                 readable.append((a, b))
-        lengths = sorted({int(r["n"]) for r in rows} | {k["n"] for k in mine})
+        lengths = sorted({int(r["n"]) for r in rows} | {k["n"] for k in mine} | {int(r["n"]) for r in waiting})
         for a, b in sorted(set(readable) | {(steps0, patience0)}):
             successes, totals, open_, unknown = [], [], [], 0
             for n in lengths:
                 fin = [finished_under(r, a, b, patience0) for r in rows if int(r["n"]) == n]
                 kept = [kept_under(k, a, b) for k in mine if k["n"] == n]
+                for r in waiting:   # the smaller run decides its budgets; above them the string is open
+                    if int(r["n"]) == n:
+                        (fin if a <= parent[0] and b <= parent[1] else kept).append(
+                            finished_under(r, a, b, parent[1]) if a <= parent[0] and b <= parent[1] else None)
                 unknown += fin.count(None)
                 successes.append(sum(v is True for v in fin))
                 totals.append(len(fin) + len(kept))
@@ -686,6 +698,38 @@ def live_ladder(store, budgets, *, keep_strings: bool = False, **filters) -> dic
         raise ValueError(out[0]["refused"][0] + ("" if len(out) == 1 else
                                                  f" (and no other of the store's {len(out)} curves can be read either)"))
     return dict(curves=out, unclaimed=len(states) - claimed, unreadable=got["unreadable"])
+
+
+def _extended_run(store, key, settings, rows, kept, curves):
+    """((max_steps, patience), rows) of the run that the curve ``key`` goes on from, and that run's
+    rows at this m whose strings the curve has not reached yet (neither finished nor kept); (None,
+    []) where the store holds no such run. The run it extends: the same model, m, source and seed,
+    the same protocol settings but for a smaller max_steps and patience (the largest such run),
+    without a schedule; the strings are matched by length and target."""
+    if not settings or settings.get("schedule") is not None or "max_steps" not in settings:
+        return None, []
+    model, m, source, ph = key
+    same = {k: v for k, v in settings.items() if k not in ("max_steps", "patience")}
+    seeds = {int(r["seed"]) for r in rows}
+    best = None
+    for (model2, m2, source2, ph2), rows2 in curves.items():
+        if (model2, m2, source2) != (model, m, source) or ph2 == ph or not rows2:
+            continue
+        s2 = store.settings(ph2) or {}
+        if "max_steps" not in s2 or {k: v for k, v in s2.items() if k not in ("max_steps", "patience")} != same:
+            continue
+        budget = (int(s2["max_steps"]), int(s2["patience"]))
+        if budget[0] > int(settings["max_steps"]) or budget[1] > int(settings["patience"]) or budget == (
+                int(settings["max_steps"]), int(settings["patience"])):
+            continue
+        if seeds and {int(r["seed"]) for r in rows2} != seeds:
+            continue
+        if best is None or budget > best[0]:
+            best = (budget, rows2)
+    if best is None:
+        return None, []
+    reached = {(int(r["n"]), r["target_hash"]) for r in rows} | {(k["n"], target_hash(k["ids"])) for k in kept}
+    return best[0], [r for r in best[1] if (int(r["n"]), r["target_hash"]) not in reached]
 
 
 def ladder_slopes(curves) -> list[dict]:
@@ -813,12 +857,19 @@ def budget_map(store, steps, patiences, **filters) -> dict:
             for p, cell in zip(axis_p, row):
                 if cell is not None:
                     cut, still, blind = cut_by_cap(c["strings"], s, p, p0)
+                    waiting, parent = c["strings"]["waiting"], c["extends"]
+                    if waiting and s <= parent[0] and p <= parent[1]:   # decided by the run it extends
+                        more = cut_by_cap(dict(rows=waiting, kept=[]), s, p, parent[1])
+                        cut, still, blind = cut + more[0], still + more[1], blind + more[2]
+                    elif waiting:
+                        still += len(waiting)
                     cell.update(cut=cut, cut_unknown=still + blind, cut_no_history=blind)
         own = rungs[(s0, p0)]
         settled = [_settled(axis_s, [row[j] for row in cells]) for j in range(len(axis_p))]
         maps.append(dict(model=c["model"], m=c["m"], source=c["source"], protocol_hash=c["protocol_hash"],
                          settings=canonical(store_settings[c["protocol_hash"]]), run=(s0, p0),
-                         finished=c["finished"], kept=c["kept"], kept_steps=c["kept_steps"], steps=axis_s,
+                         finished=c["finished"], kept=c["kept"], kept_steps=c["kept_steps"],
+                         waiting=c["waiting"], extends=c["extends"], steps=axis_s,
                          patiences=axis_p, lengths=own["lengths"], totals=own["totals"], cells=cells,
                          settled=settled, refused=list(dict.fromkeys(c["refused"]))))
     if maps and all(c is None or (s, p) == tuple(mp["run"]) for mp in maps

@@ -430,3 +430,36 @@ def test_ladder_names_the_run_in_its_bundle_command_where_the_store_holds_two(tm
     assert main(["store", "ladder", "--budget", "3000/500", "--store", str(tmp_path / "glove.sqlite")]) == 0
     hints = [line for line in capsys.readouterr().out.splitlines() if "--read-budget 3000/500" in line]
     assert any("--source glove100k --read-from 9000/1500 --store " in h for h in hints), hints
+
+
+def test_a_run_extending_another_counts_the_strings_it_has_not_reached_as_open(tmp_path):
+    """The words store: the 27000 / 4500 run goes on from the 9000 / 1500 run's strings and holds
+    only those it has reached. Read from it, the budgets the 9000 / 1500 run can read are that
+    run's own readings (its rows decide the strings not reached yet), and its own budget has every
+    such string open, so no n50 is claimed from the strings reached so far."""
+    shutil.copyfile(STORES / "smol-glove-9k.sqlite", tmp_path / "glove.sqlite")
+    got = bundling.live_ladder(tmp_path / "glove.sqlite", [(3000, 500), (9000, 1500)])["curves"]
+    by = {(c["m"], c["max_steps"]): c for c in got}
+    big = [c for c in got if c["max_steps"] == 27000]
+    assert big, "the store holds the 27000 / 4500 run"
+    for c in big:
+        small = by[(c["m"], 9000)]
+        assert c["extends"] == (9000, 1500) and small["extends"] is None and small["waiting"] == 0
+        assert c["finished"] + c["kept"] + c["waiting"] == small["finished"] == 30
+        for budget in ((3000, 500), (9000, 1500)):
+            mine = next(r for r in c["rungs"] if (r["max_steps"], r["patience"]) == budget)
+            theirs = next(r for r in small["rungs"] if (r["max_steps"], r["patience"]) == budget)
+            keys = ("lengths", "successes", "totals", "n50", "stderr")
+            assert {k: mine[k] for k in keys} == {k: theirs[k] for k in keys}
+        own = next(r for r in c["rungs"] if r["own"])
+        assert sum(own["totals"]) == 30 and sum(own["open"]) >= c["waiting"]
+        if c["waiting"]:
+            assert own["n50"] is None
+    maps = bundling.budget_map(tmp_path / "glove.sqlite", [3000], [500])["maps"]
+    for mp in (mp for mp in maps if mp["run"] == (27000, 4500)):
+        small = next(x for x in maps if x["run"] == (9000, 1500) and x["m"] == mp["m"])
+        assert mp["extends"] == (9000, 1500) and mp["finished"] + mp["kept"] + mp["waiting"] == 30
+        # [A]'s 3000 / 500 cell: the same n50 and strings cut by the cap, whichever run it is read from
+        cell = mp["cells"][mp["steps"].index(3000)][mp["patiences"].index(500)]
+        theirs = small["cells"][small["steps"].index(3000)][small["patiences"].index(500)]
+        assert (cell["n50"], cell["cut"]) == (theirs["n50"], theirs["cut"])
