@@ -47,13 +47,16 @@ def test_smollm2_under_the_published_protocol(readme):
     wc = {c["m"]: c for c in words3["curves"]}
     tc = {c["m"]: c for c in tokens3["curves"]}
     ws, ts = words3["slope"], tokens3["slope"]
+    chk, w9s = words3["budget_check"]["ms"], words9["slope"]   # the words run's own 9000 / 1500
+    assert [round(c["n50"], 1) for c in sorted(words9["curves"], key=lambda c: c["m"])] == [
+        round(chk[m]["n50_3x"], 1) for m in "123"]
     says(readme, f"gives n50 = {wc[2]['n50']:.1f} ± {wc[2]['n50_stderr']:.1f} and "
                  f"{wc[3]['n50']:.1f} ± {wc[3]['n50_stderr']:.1f}: **a slope of {ws['slope']:.1f} ± "
                  f"{ws['slope_stderr']:.1f} tokens per vector over m = 1..3 under [A]'s own protocol** "
                  f"(C_ball / a = {ball / ws['slope']:.0f})",
-         f"9000 / 1500 puts m = 2 at {words3['budget_check']['ms']['2']['n50_3x']:.1f} ± "
-         f"{words3['budget_check']['ms']['2']['stderr_3x']:.1f} and m = 3 at "
-         f"{words3['budget_check']['ms']['3']['n50_3x_low']:.1f} or more",
+         "9000 / 1500 gives " + ", ".join(f"{chk[m]['n50_3x']:.1f} ± {chk[m]['stderr_3x']:.1f}" for m in "12")
+         + f" and {chk['3']['n50_3x']:.1f} ± {chk['3']['stderr_3x']:.1f} at m = 1, 2, 3, **a slope of "
+         f"{w9s['slope']:.1f} ± {w9s['slope_stderr']:.1f}** (C_ball / a = {ball / w9s['slope']:.0f})",
          f"[A]'s protocol gives {tc[2]['n50']:.1f} ± {tc[2]['n50_stderr']:.1f} at m = 2 and "
          f"{tc[3]['n50']:.1f} ± {tc[3]['n50_stderr']:.1f} at m = 3: **a slope of {ts['slope']:.2f} ± "
          f"{ts['slope_stderr']:.1f} over m = 1..3** (C_ball / a = {ball / ts['slope']:.0f})")

@@ -517,14 +517,22 @@ def test_03_q8_smollm2_remeasured_under_the_published_protocol():
     chk = read["budget_check"]["ms"]
     assert chk["2"]["moved"] is True and (round(chk["2"]["n50_3x"], 1), round(chk["2"]["stderr_3x"], 1)) == (57.1, 3.9)
     assert round(chk["2"]["shift"], 1) == 2.5 and chk["2"]["successes_3x"] == [6, 6, 5, 2, 0]
-    assert chk["3"]["moved"] is True and chk["3"]["n50_3x"] is None and round(chk["3"]["n50_3x_low"], 1) == 86.2
+    assert chk["3"]["moved"] is True and (round(chk["3"]["n50_3x"], 1), round(chk["3"]["stderr_3x"], 1)) == (86.2, 8.2)
+    assert round(chk["3"]["shift"], 1) == 2.6 and chk["3"]["successes_3x"] == [6, 6, 5, 2, 2]
+    # the words run's own bundle at 9000 / 1500 (it has finished): its slope over m = 1..3
+    words9 = next(r for r in app.bundle["remeasured"] if r["origin"].endswith("/smol-glove-9k"))
+    assert [round(c["n50"], 1) for c in sorted(words9["curves"], key=lambda c: c["m"])] == [30.7, 57.1, 86.2]
+    w9 = words9["slope"]
+    assert (round(w9["slope"], 1), round(w9["slope_stderr"], 1)) == (27.8, 4.3)
+    assert round(app.values["slopes"]["ball"] / w9["slope"]) == 16
+    assert round(2 * chk["2"]["n50_3x"] - 30.7, 1) == 83.5 < chk["3"]["n50_3x"]   # above the line, as tokens
     assert round(chk["1"]["shift"], 1) == 3.7                       # "20.1 to 30.7 on words, 3.7 combined ..."
     assert budget_status(read)[0] == "budget-limited"
     # m = 3 lies below the line through m = 1 and 2
     assert c3["n50"] < 2 * c2["n50"] - c1["n50"] and round(2 * c2["n50"] - c1["n50"], 1) == 65.7
     at_2 = [(round(y, 1), t.get_text()) for x, y, t in zip(xs, ys, app.art["remeasured_texts"]) if 1 < x < 2]
     assert sorted(at_2) == [(27.0, "random tokens, 3,000 / 500"), (32.2, "random tokens, 9,000 / 1,500"),
-                            (42.9, "[A]'s words, 3,000 / 500")]
+                            (42.9, "[A]'s words, 3,000 / 500"), (57.1, "[A]'s words, 9,000 / 1,500")]
     # the lower square left of m = 2 and the one left of m = 3: random tokens, [A]'s 3000 / 500 read from
     # the tokens run at m = 1, 2 and 3
     assert (tread["settings"]["max_steps"], tread["settings"]["patience"], tread.get("seed")) == (3000, 500, tok.get("seed"))
@@ -555,7 +563,8 @@ def test_03_q8_smollm2_remeasured_under_the_published_protocol():
     at_3 = [(round(y, 1), t.get_text()) for x, y, t in zip(xs, ys, app.art["remeasured_texts"]) if 2 < x < 3]
     assert sorted(at_3) == [(35.5, "random tokens, 3,000 / 500: a = 11.4 ± 1.4"),
                             (56.4, "random tokens, 9,000 / 1,500: a = 20.4 ± 2.5"),
-                            (62.5, "[A]'s words, 3,000 / 500: a = 21.2 ± 2.3")]
+                            (62.5, "[A]'s words, 3,000 / 500: a = 21.2 ± 2.3"),
+                            (86.2, "[A]'s words, 9,000 / 1,500: a = 27.8 ± 4.3")]
     # the tokens run's own 9000 / 1500 over m = 1..3 (it has finished): the same strings as tread's
     (t9,) = [t for t in toks if t["settings"]["patience"] == 1500]
     u1, u2, u3 = sorted(t9["curves"], key=lambda c: c["m"])
@@ -569,8 +578,9 @@ def test_03_q8_smollm2_remeasured_under_the_published_protocol():
     assert round(up, 1) == 3.2 and round(2 * u2["n50"] - u1["n50"], 1) == 48.9 < u3["n50"]   # above the line
     assert abs(usl["slope"] - sl["slope"]) < math.hypot(usl["slope_stderr"], sl["slope_stderr"])  # "about what words reach"
     # each slope drawn as a dashed line over the m it was fitted on, the smaller budget first
-    words_line, tokens_line, tokens9_line = app.art["remeasured_fits"]
-    for line, rec, (lo, hi) in ((words_line, read, (1, 3)), (tokens_line, tread, (1, 3)), (tokens9_line, t9, (1, 3))):
+    words_line, tokens_line, words9_line, tokens9_line = app.art["remeasured_fits"]
+    for line, rec, (lo, hi) in ((words_line, read, (1, 3)), (tokens_line, tread, (1, 3)), (words9_line, words9, (1, 3)),
+                                (tokens9_line, t9, (1, 3))):
         lx, ly = line.get_data()
         assert (lx[0], lx[-1]) == (lo, hi)
         assert ly == pytest.approx(rec["slope"]["slope"] * lx + rec["slope"]["intercept"])
@@ -600,13 +610,16 @@ def test_03_q8_smollm2_remeasured_under_the_published_protocol():
          "(R² = 0.98; the lower dashed line), C_ball / a about 39",
          "Every other label reads *budget-limited*",
          "moves n50 at m = 1 by more than its standard error (20.1 to 30.7 on words, 3.7 combined standard "
-         "errors; 12.8 to 15.6 on tokens, 1.4). On words it puts m = 2 at 57.1 ± 3.9 and m = 3 at 86.2 or more",
+         "errors; 12.8 to 15.6 on tokens, 1.4). On words it puts m = 2 at 57.1 ± 3.9 and m = 3 at 86.2 ± 8.2, a "
+         "slope of 27.8 ± 4.3 against 21.2 ± 2.3 (C_ball / a about 16)",
          "read 15.6, 32.2 and 56.4 at m = 1, 2, 3, a = 20.4 ± 2.5 tokens per vector (its dashed line), "
          "C_ball / a about 22",
          "On tokens it nearly doubles the slope, 11.4 ± 1.4 to 20.4 ± 2.5 (3.2 combined standard errors), most "
          "of it at m = 3 (35.5 to 56.4)",
          "m = 3 lies below the line through m = 1 and 2 on both sources (65.7 and 41.1)",
-         "at 9000 / 1500 the tokens' m = 3 lies above it (48.9)",
+         "the squares named \"[A]'s words, 9,000 / 1,500\" read 30.7, 57.1 and 86.2 at m = 1, 2, 3, a = 27.8 ± "
+         "4.3 tokens per vector (its dashed line), C_ball / a about 16",
+         "at 9000 / 1500 m = 3 lies above it on both (83.5 on words, 48.9 on tokens)",
          "a vector holds nearly twice as many tokens of words as of random ids (21.2 ± 2.3 against 11.4 ± 1.4, "
          "3.7 combined standard errors apart)",
          "with three times its budget, random ids reach about what words reach under [A]'s")
@@ -706,11 +719,14 @@ def test_03_q10_at_the_papers_patience_its_step_cap_costs_nothing_measurable(map
             assert all(mp["settled"][mp["patiences"].index(p)] <= 2000 for p in (100, 250)), (source, m)
     app.source.value, app.m.value = "glove100k", 2
     assert round(_cell(app, 9000, 1500)["n50"], 1) == 57.1 and _cell(app, 9000, 1500).get("range") is None
+    app.m.value = 3
+    assert round(_cell(app, 9000, 1500)["n50"], 1) == 86.2 and _cell(app, 9000, 1500).get("range") is None
+    app.m.value = 2
     s3, s9 = app.values["slopes"]
     assert s3.startswith("slope a over m = 1, 2, 3 at 3,000 steps, by patience: 11.8 ± 1.9 (100), 15.9 ± 2.3 (250), "
                          "21.2 ± 2.3 (500), ")
     assert s9.startswith("slope a over m = 1, 2, 3 at 9,000 steps, by patience: 11.8 ± 1.9 (100), 15.9 ± 2.3 (250), "
-                         "23.0 ± 2.6 (500), ") and "at 9,000 steps" in app.readout.value
+                         "23.0 ± 2.6 (500), 24.7 ± 3.4 (1,000), 27.8 ± 4.3 (1,500)") and "at 9,000 steps" in app.readout.value
     app.source.value = "tokens"
     assert round(_cell(app, 9000, 1500)["n50"], 1) == 32.2
     app.m.value = 3
@@ -719,15 +735,15 @@ def test_03_q10_at_the_papers_patience_its_step_cap_costs_nothing_measurable(map
     assert "11.4 ± 1.4 (500)" in t3 and t9.endswith("11.4 ± 1.4 (500), 18.3 ± 2.4 (1,000), 20.4 ± 2.5 (1,500)")
     says(answers("03-predicted-vs-measured.ipynb"), "At patience 500 it is 11.4 ± 1.4 on tokens with 3,000 steps "
          "and with 9,000, and 21.2 ± 2.3 against 23.0 ± 2.6 on words", "On words at 3,000 steps it grows with the "
-         "patience: 11.8 (100), 15.9 (250), 21.2 (500)", "On tokens at 9,000 steps it grows too: 11.4 (500), "
-         "18.3 (1,000), 20.4 (1,500)")
+         "patience: 11.8 (100), 15.9 (250), 21.2 (500)", "At 9,000 steps it grows too: on words 23.0 (500), "
+         "24.7 (1,000), 27.8 (1,500), on tokens 11.4 (500), 18.3 (1,000), 20.4 (1,500)")
     says(answers("03-predicted-vs-measured.ipynb"), "Nothing measurable, at [A]'s own patience",
          "9 of the 30 word strings at m = 2 and 11 of 30 at m = 3, 3 of 36 and 12 of 36 on random tokens",
          "the run's 9,000 steps cram none of them at patience 500, except one word string at m = 3",
          "n50 stays 42.9 (words, m = 2), 27.0 and 35.5 (tokens, m = 2 and 3) from 3,000 steps up to 9,000",
          "the one more string (at n = 82) takes n50 from 62.5 to 66.0, +0.6 combined standard errors: within the error",
          "Patience 100 and 250 settle by 2,000 steps too, at every m, on both sources",
-         "patience 1,500 puts m = 2 at 57.1 on words, and m = 2 and 3 at 32.2 and 56.4 on tokens")
+         "patience 1,500 puts m = 2 and 3 at 57.1 and 86.2 on words, and at 32.2 and 56.4 on tokens")
 
 
 def test_03_q11_the_tiny_models_map_is_flat_in_both_directions(map03):

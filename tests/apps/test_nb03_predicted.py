@@ -337,6 +337,7 @@ def test_the_shipped_smollm2_bundle_shows_its_remeasurement_under_the_published_
         assert {k: other[k] for k in bundles.REMEASURE_KEYS if k in run} == {
             k: run[k] for k in bundles.REMEASURE_KEYS if k in run}
     run = json.loads((ROOT / rec["origin"] / "cram-smollm2-135m.json").read_text())
+    run["slope"] = bundles.with_propagated_stderr(run.get("slope"), run["curves"])
     assert {k: rec[k] for k in bundles.REMEASURE_KEYS if k in run} == {k: run[k] for k in bundles.REMEASURE_KEYS
                                                                         if k in run}
     assert (rec["source"], rec["protocol"], rec["settings"]["max_steps"]) == ("glove100k", "paper", 9000)
@@ -495,8 +496,9 @@ def test_the_readout_leads_with_the_remeasured_slopes_and_folds_the_rest():
     ball = app.values["slopes"]["ball"]
     recs = app.bundle["remeasured"]
     words, tokens = (next(r for r in recs if r.get("read_from") and r["source"] == s) for s in ("glove100k", "tokens"))
-    tokens9 = next(r for r in recs if not r.get("read_from") and r["source"] == "tokens"
-                   and r["settings"]["max_steps"] == 9000 and r["settings"]["patience"] == 1500)
+    tokens9, words9 = (next(r for r in recs if not r.get("read_from") and r["source"] == s
+                            and r["settings"]["max_steps"] == 9000 and r["settings"]["patience"] == 1500)
+                       for s in ("tokens", "glove100k"))
     assert recs.index(tokens9) < recs.index(words)    # the bundle's order; the readout's is by budget
     text = remeasured_html(app.bundle, ball)
     head, folded = text.split("<details><summary>each re-measurement</summary>")
@@ -507,6 +509,8 @@ def test_the_readout_leads_with_the_remeasured_slopes_and_folds_the_rest():
         f"3,000 / 500, m = 1..3 (C/a {ball / words['slope']['slope']:.1f}×, budget-limited) · "
         f"<b>a = {tokens['slope']['slope']:.2f} ± {tokens['slope']['slope_stderr']:.2f}</b> on random tokens at "
         f"3,000 / 500, m = 1..3 (C/a {ball / tokens['slope']['slope']:.1f}×, budget-limited) · "
+        f"<b>a = {words9['slope']['slope']:.2f} ± {words9['slope']['slope_stderr']:.2f}</b> on [A]&#x27;s words at "
+        f"9,000 / 1,500, m = 1..3 (C/a {ball / words9['slope']['slope']:.1f}×, budget-limited) · "
         f"<b>a = {tokens9['slope']['slope']:.2f} ± {tokens9['slope']['slope_stderr']:.2f}</b> on random tokens at "
         f"9,000 / 1,500, m = 1..3 (C/a {ball / tokens9['slope']['slope']:.1f}×, budget-limited)")
     assert folded.endswith("</details>") and folded.count("<b>Re-measured</b> under") == len(recs)
@@ -554,12 +558,13 @@ def test_a_remeasured_slope_is_drawn_over_its_m_and_named_at_its_last_point():
     assert "re-measured fit n50 = a·m + b" not in [t.get_text() for t in ax.get_legend().get_texts()]
     plt.close(fig)
     # the shipped SmolLM2 bundle: [A]'s 3000 / 500 on words and on random tokens, both over m = 1..3, then
-    # the tokens run's own 9000 / 1500 (the smaller budget first, whatever the bundle's order)
+    # the runs' own 9000 / 1500 (the smaller budget first, whatever the bundle's order)
     app = PredictedApp(canvas="agg", model="smollm2-135m", published=False)
     assert [(f[0], f[1], f[4], f[5]) for f in app.remeasured_fits] == [(1, 3, "glove100k", "3,000 / 500"),
                                                                        (1, 3, "tokens", "3,000 / 500"),
+                                                                       (1, 3, "glove100k", "9,000 / 1,500"),
                                                                        (1, 3, "tokens", "9,000 / 1,500")]
-    assert len(app.art["remeasured_fits"]) == 3
+    assert len(app.art["remeasured_fits"]) == 4
     rows = [r for r in app.data_rows() if r["panel"] == "re-measured slope"]
     assert [(r["m_from"], r["m_to"], r["slope"], r["label"]) for r in rows] == [
         (f[0], f[1], f[2], f[6]) for f in app.remeasured_fits]
