@@ -309,7 +309,7 @@ def update_ladder(art, points, which: str = "ladder"):
     color = COLORS["paper_rule"] if which == "remeasured" else COLORS["measured"]
     for x, (_, y, _, label) in zip(xs, points):
         art[f"{which}_texts"].append(art["ax"].annotate(
-            label, (x, y), xytext=(4, LABEL_LIFT_PT), textcoords="offset points", fontsize=7,
+            label, (x, y), xytext=(LABEL_RIGHT_PT, LABEL_LIFT_PT), textcoords="offset points", fontsize=7,
             va="bottom", color=color, zorder=6, bbox=LABEL_BOX, arrowprops=dict(LEADER, color=color)))
     art[f"{which}_points"] = list(points)
     _place_marker_labels(art)
@@ -334,8 +334,9 @@ def update_remeasured_fits(art, fits):
     return art
 
 
-#: the least gap between two marker labels at one m, and a label's lift above its marker (points)
-LABEL_GAP_PT, LABEL_LIFT_PT = 9.0, 4.0
+#: the least gap between two marker labels at one m, and a label's lift above its marker, and its
+#: offset right of it (points)
+LABEL_GAP_PT, LABEL_LIFT_PT, LABEL_RIGHT_PT = 9.0, 4.0, 4.0
 #: a marker label's backing: readable where it crosses a bound line
 LABEL_BOX = dict(boxstyle="square,pad=0.05", fc="white", ec="none", alpha=0.75)
 #: the thin line from a marker label pushed away from its marker back to it (shown only then)
@@ -348,12 +349,22 @@ def _place_marker_labels(art):
     one reaching the next m) are placed together, each just above its marker where there is room,
     else pushed up (or down, at the top) as little as its neighbours need, in the order of their
     n50 (:func:`spread_positions`); a label pushed off its marker by more than a label's gap gets
-    a thin leader line back to it. For the axes as they are now: call it again when they change."""
+    a thin leader line back to it. A label that would run past the lines' end labels (at
+    1.03·m_max, :func:`label_line_ends`) or the axes' right edge is moved left to end before them.
+    For the axes as they are now: call it again when they change."""
     ax = art["ax"]
     texts = art["ladder_texts"] + art["remeasured_texts"]
     height = ax.bbox.height * 72.0 / ax.figure.dpi   # the axes' height in points
     if height <= 0 or not texts:
         return
+    pt = 72.0 / ax.figure.dpi
+    right = min(ax.bbox.x1, ax.transData.transform((art.get("m_max", math.inf) * 1.03, 0))[0]
+                if math.isfinite(art.get("m_max", math.inf)) else ax.bbox.x1) * pt - 6.0
+    for t in texts:   # from its place right of its marker, moved left as far as it must
+        t.xyann = (LABEL_RIGHT_PT, t.xyann[1])
+        x0, x1 = _label_span(ax, t)
+        if x1 > right:
+            t.xyann = (LABEL_RIGHT_PT - (x1 - right), t.xyann[1])
     to_axes = ax.transAxes.inverted()
     spans = sorted((_label_span(ax, t), k) for k, t in enumerate(texts))   # (x0, x1) in points, by x0
     groups, right = [], -math.inf
@@ -368,7 +379,8 @@ def _place_marker_labels(art):
         for t, a, y in zip(group, at, pos):
             t.xyann = (t.xyann[0], float((y - a) * height))
             if t.arrow_patch is not None:   # a leader back to the marker once pushed off it
-                t.arrow_patch.set_visible(abs(t.xyann[1] - LABEL_LIFT_PT) > LABEL_GAP_PT)
+                t.arrow_patch.set_visible(abs(t.xyann[1] - LABEL_LIFT_PT) > LABEL_GAP_PT
+                                          or t.xyann[0] < LABEL_RIGHT_PT - LABEL_GAP_PT)
 
 
 def _label_span(ax, text) -> tuple[float, float]:

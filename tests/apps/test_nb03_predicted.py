@@ -872,3 +872,23 @@ def test_one_rung_read_on_two_machines_is_drawn_once():
     words_1 = [p for p in remeasured_points(b) if p[0] == 1 and p[3].startswith("[A]'s words")]
     assert [p[3] for p in words_1] == ["[A]'s words, 1,000 / 500", "[A]'s words, 3,000 / 500",
                                        "[A]'s words, 9,000 / 1,500"]
+
+
+def test_marker_labels_end_before_the_lines_end_labels():
+    """SmolLM2-135M on linear axes: the labels of its re-measured squares stack up to the lines'
+    end labels; each is moved left to end before them (the long ones at m = 3 ran into "box" and
+    "ellipsoid"), with a leader line back to its square when moved."""
+    from matplotlib.text import Text
+
+    app = PredictedApp(canvas="agg")          # beside [A]'s models' panel, as the page opens
+    app.model.value = "smollm2-135m"
+    app.fig.canvas.draw()
+    ax, renderer = app.art["ax"], app.fig.canvas.get_renderer()
+    start = min(t.get_window_extent(renderer).x0 for t in app.art["labels"].values())
+    assert start >= ax.transData.transform((app.art["m_max"] * 1.03, 0))[0] - 1
+    texts = app.art["remeasured_texts"]
+    assert len(texts) >= 12
+    for t in texts:
+        assert Text.get_window_extent(t, renderer).x1 < start
+    moved = [t for t in texts if t.xyann[0] < 0]
+    assert moved and all(t.arrow_patch.get_visible() for t in moved if t.xyann[0] < -5)
