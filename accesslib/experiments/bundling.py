@@ -640,12 +640,12 @@ def live_ladder(store, budgets, *, keep_strings: bool = False, **filters) -> dic
         mine = by_curve.get(key, [])
         settings = store.settings(ph) or {}
         steps = [k["step"] for k in mine]
-        parent, waiting = _extended_run(store, key, settings, rows, mine, curves)
+        parent, theirs, waiting = _extended_run(store, key, settings, rows, mine, curves)
         curve = dict(model=model, m=m, source=source, protocol_hash=ph, max_steps=None, patience=None,
                      finished=len(rows), kept=len(mine), kept_steps=(min(steps), max(steps)) if steps else None,
                      waiting=len(waiting), extends=parent, refused=[], rungs=[])
         if keep_strings:
-            curve["strings"] = dict(rows=rows, kept=mine, waiting=waiting)
+            curve["strings"] = dict(rows=rows, kept=mine, waiting=waiting, theirs=theirs)
         out.append(curve)
         if "max_steps" not in settings or "patience" not in settings:
             curve["refused"] = [f"the store {store.path} has no protocol settings for {model}'s curve at m = {m} "
@@ -671,13 +671,18 @@ def live_ladder(store, budgets, *, keep_strings: bool = False, **filters) -> dic
         lengths = sorted({int(r["n"]) for r in rows} | {k["n"] for k in mine} | {int(r["n"]) for r in waiting})
         for a, b in sorted(set(readable) | {(steps0, patience0)}):
             successes, totals, open_, unknown = [], [], [], 0
+            # a budget the run it extends can read: its rows decide its strings (this run crams
+            # them again, or goes on from them, with the same steps up to its budget)
+            within = parent is not None and a <= parent[0] and b <= parent[1]
+            known = {(int(r["n"]), r["target_hash"]) for r in theirs} if within else set()
             for n in lengths:
-                fin = [finished_under(r, a, b, patience0) for r in rows if int(r["n"]) == n]
-                kept = [kept_under(k, a, b) for k in mine if k["n"] == n]
-                for r in waiting:   # the smaller run decides its budgets; above them the string is open
-                    if int(r["n"]) == n:
-                        (fin if a <= parent[0] and b <= parent[1] else kept).append(
-                            finished_under(r, a, b, parent[1]) if a <= parent[0] and b <= parent[1] else None)
+                fin = [finished_under(r, a, b, patience0) for r in rows
+                       if int(r["n"]) == n and (n, r["target_hash"]) not in known]
+                kept = [kept_under(k, a, b) for k in mine if k["n"] == n and (n, target_hash(k["ids"])) not in known]
+                if within:
+                    fin += [finished_under(r, a, b, parent[1]) for r in theirs if int(r["n"]) == n]
+                else:   # beyond it, a string not reached yet may still cram
+                    kept += [None for r in waiting if int(r["n"]) == n]
                 unknown += fin.count(None)
                 successes.append(sum(v is True for v in fin))
                 totals.append(len(fin) + len(kept))
@@ -701,13 +706,13 @@ def live_ladder(store, budgets, *, keep_strings: bool = False, **filters) -> dic
 
 
 def _extended_run(store, key, settings, rows, kept, curves):
-    """((max_steps, patience), rows) of the run that the curve ``key`` goes on from, and that run's
-    rows at this m whose strings the curve has not reached yet (neither finished nor kept); (None,
-    []) where the store holds no such run. The run it extends: the same model, m, source and seed,
+    """((max_steps, patience), rows, waiting) of the run that the curve ``key`` goes on from: its
+    budget, its rows at this m, and those of them whose strings the curve has not reached yet
+    (neither finished nor kept); (None, [], []) where the store holds no such run. The run it extends: the same model, m, source and seed,
     the same protocol settings but for a smaller max_steps and patience (the largest such run),
     without a schedule; the strings are matched by length and target."""
     if not settings or settings.get("schedule") is not None or "max_steps" not in settings:
-        return None, []
+        return None, [], []
     model, m, source, ph = key
     same = {k: v for k, v in settings.items() if k not in ("max_steps", "patience")}
     seeds = {int(r["seed"]) for r in rows}
@@ -727,9 +732,9 @@ def _extended_run(store, key, settings, rows, kept, curves):
         if best is None or budget > best[0]:
             best = (budget, rows2)
     if best is None:
-        return None, []
+        return None, [], []
     reached = {(int(r["n"]), r["target_hash"]) for r in rows} | {(k["n"], target_hash(k["ids"])) for k in kept}
-    return best[0], [r for r in best[1] if (int(r["n"]), r["target_hash"]) not in reached]
+    return best[0], best[1], [r for r in best[1] if (int(r["n"]), r["target_hash"]) not in reached]
 
 
 def ladder_slopes(curves) -> list[dict]:
@@ -795,7 +800,8 @@ def open_slope_range(ms, rungs) -> dict | None:
         if not any(r.get("open") or []):
             if r.get("n50") is None:
                 return None
-            low, high = low + ci * r["n50"], high + ci * r["n50"]
+            low = None if low is None else low + ci * r["n50"]     # None: past the lengths on that side
+            high = None if high is None else high + ci * r["n50"]
             continue
         if r.get("unknown") or not rg or rg.get("low") is None:
             return None
@@ -856,13 +862,7 @@ def budget_map(store, steps, patiences, **filters) -> dict:
         for s, row in zip(axis_s, cells):
             for p, cell in zip(axis_p, row):
                 if cell is not None:
-                    cut, still, blind = cut_by_cap(c["strings"], s, p, p0)
-                    waiting, parent = c["strings"]["waiting"], c["extends"]
-                    if waiting and s <= parent[0] and p <= parent[1]:   # decided by the run it extends
-                        more = cut_by_cap(dict(rows=waiting, kept=[]), s, p, parent[1])
-                        cut, still, blind = cut + more[0], still + more[1], blind + more[2]
-                    elif waiting:
-                        still += len(waiting)
+                    cut, still, blind = _cut_of_curve(c, s, p, p0)
                     cell.update(cut=cut, cut_unknown=still + blind, cut_no_history=blind)
         own = rungs[(s0, p0)]
         settled = [_settled(axis_s, [row[j] for row in cells]) for j in range(len(axis_p))]
@@ -892,6 +892,23 @@ def map_slopes(maps) -> list[dict]:
                           if c is not None])
               for mp in maps]
     return ladder_slopes(curves)
+
+
+def _cut_of_curve(curve, max_steps, patience, patience0):
+    """:func:`cut_by_cap` of a :func:`live_ladder` curve (with its strings), read as its rungs are:
+    within the budget of a run it extends, that run's rows for its strings."""
+    st, parent = curve["strings"], curve.get("extends")
+    if parent is None:
+        return cut_by_cap(st, max_steps, patience, patience0)
+    if max_steps <= parent[0] and patience <= parent[1]:
+        known = {(int(r["n"]), r["target_hash"]) for r in st["theirs"]}
+        own = dict(rows=[r for r in st["rows"] if (int(r["n"]), r["target_hash"]) not in known],
+                   kept=[k for k in st["kept"] if (k["n"], target_hash(k["ids"])) not in known])
+        mine, theirs = cut_by_cap(own, max_steps, patience, patience0), cut_by_cap(
+            dict(rows=st["theirs"], kept=[]), max_steps, patience, parent[1])
+        return tuple(a + b for a, b in zip(mine, theirs))
+    cut, still, blind = cut_by_cap(st, max_steps, patience, patience0)
+    return cut, still + len(st["waiting"]), blind   # a string not reached yet cannot be told
 
 
 def cut_by_cap(strings: dict, max_steps: int, patience: int, patience0: int) -> tuple[int, int, int]:

@@ -821,6 +821,10 @@ def test_a_slope_with_strings_open_says_where_it_can_still_end(tmp_path, capsys)
     # an open first m bounds it the other way round; the middle m's range does not count
     open_1 = [rung(None, None, rg(10.0, 14.0)), rung(None, None, rg(1.0, 900.0, above=1, below=1)), rung(40.0)]
     assert bundling.open_slope_range([1, 2, 3], open_1) == dict(low=pytest.approx(13.0), high=pytest.approx(15.0))
+    # an open m = 1 that may pass its longest length, then a decided m = 2: unbounded below only
+    # (the 27000 / 4500 words run's m = 1 strings open beside its decided m = 2 once crashed here)
+    open_first = [rung(None, None, rg(20.1, 43.5, above=5)), rung(42.9)]
+    assert bundling.open_slope_range([1, 2], open_first) == dict(low=None, high=pytest.approx(42.9 - 20.1))
     # nothing to tell: an open m without a range, strings without a history, a decided m without n50
     assert bundling.open_slope_range([1, 2], [rung(10.0), dict(rung(None), open=[1, 0])]) is None
     assert bundling.open_slope_range([1, 2], [rung(10.0), dict(rung(None, None, rg(20, 30)), unknown=1)]) is None
