@@ -111,7 +111,12 @@ def test_concurrent_writers_from_processes(tmp_path, round_):
     assert keep.count() == 0
     ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     with ctx.Pool(4) as pool:
-        news = pool.starmap(_writer, [(path, w, 40) for w in range(4)])
+        # a bound, not a hang: once (7 December, beside a run) the forked writers waited on a lock
+        # for 24 minutes without running a line, and the suite stalled there
+        try:
+            news = pool.starmap_async(_writer, [(path, w, 40) for w in range(4)]).get(timeout=300)
+        except mp.TimeoutError:
+            pytest.fail("4 forked writers did not finish 40 rows each in 300 s (a lock held across the fork?)")
     st = ResultsStore(path)
     # distinct keys: model w{(w+i)%3} x sample i -> 3 models x 40 samples at most, all written
     expected = {((w + i) % 3, i) for w in range(4) for i in range(40)}
