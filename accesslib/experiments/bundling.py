@@ -669,16 +669,16 @@ def live_ladder(store, budgets, *, keep_strings: bool = False, **filters) -> dic
             else:
                 readable.append((a, b))
         lengths = sorted({int(r["n"]) for r in rows} | {k["n"] for k in mine} | {int(r["n"]) for r in waiting})
+        theirs_keys = {_row_key(r) for r in theirs}
         for a, b in sorted(set(readable) | {(steps0, patience0)}):
             successes, totals, open_, unknown = [], [], [], 0
             # a budget the run it extends can read: its rows decide its strings (this run crams
             # them again, or goes on from them, with the same steps up to its budget)
             within = parent is not None and a <= parent[0] and b <= parent[1]
-            known = {(int(r["n"]), r["target_hash"]) for r in theirs} if within else set()
+            known = theirs_keys if within else set()
             for n in lengths:
-                fin = [finished_under(r, a, b, patience0) for r in rows
-                       if int(r["n"]) == n and (n, r["target_hash"]) not in known]
-                kept = [kept_under(k, a, b) for k in mine if k["n"] == n and (n, target_hash(k["ids"])) not in known]
+                fin = [finished_under(r, a, b, patience0) for r in rows if int(r["n"]) == n and _row_key(r) not in known]
+                kept = [kept_under(k, a, b) for k in mine if k["n"] == n and _kept_key(k) not in known]
                 if within:
                     fin += [finished_under(r, a, b, parent[1]) for r in theirs if int(r["n"]) == n]
                 else:   # beyond it, a string not reached yet may still cram
@@ -708,9 +708,10 @@ def live_ladder(store, budgets, *, keep_strings: bool = False, **filters) -> dic
 def _extended_run(store, key, settings, rows, kept, curves):
     """((max_steps, patience), rows, waiting) of the run that the curve ``key`` goes on from: its
     budget, its rows at this m, and those of them whose strings the curve has not reached yet
-    (neither finished nor kept); (None, [], []) where the store holds no such run. The run it extends: the same model, m, source and seed,
-    the same protocol settings but for a smaller max_steps and patience (the largest such run),
-    without a schedule; the strings are matched by length and target."""
+    (neither finished nor kept); (None, [], []) where the store holds no such run. The run it
+    extends: the same model, m, source and seed, the same protocol settings but for a smaller
+    max_steps and patience (the largest such run), without a schedule; the strings are matched by
+    length and target."""
     if not settings or settings.get("schedule") is not None or "max_steps" not in settings:
         return None, [], []
     model, m, source, ph = key
@@ -733,8 +734,18 @@ def _extended_run(store, key, settings, rows, kept, curves):
             best = (budget, rows2)
     if best is None:
         return None, [], []
-    reached = {(int(r["n"]), r["target_hash"]) for r in rows} | {(k["n"], target_hash(k["ids"])) for k in kept}
-    return best[0], best[1], [r for r in best[1] if (int(r["n"]), r["target_hash"]) not in reached]
+    reached = {_row_key(r) for r in rows} | {_kept_key(k) for k in kept}
+    return best[0], best[1], [r for r in best[1] if _row_key(r) not in reached]
+
+
+def _row_key(row) -> tuple:
+    """A finished string by its length and target (the same string in two runs of one store)."""
+    return int(row["n"]), row["target_hash"]
+
+
+def _kept_key(state) -> tuple:
+    """A kept state by its length and target, as :func:`_row_key` names a finished string."""
+    return state["n"], target_hash(state["ids"])
 
 
 def ladder_slopes(curves) -> list[dict]:
@@ -901,9 +912,9 @@ def _cut_of_curve(curve, max_steps, patience, patience0):
     if parent is None:
         return cut_by_cap(st, max_steps, patience, patience0)
     if max_steps <= parent[0] and patience <= parent[1]:
-        known = {(int(r["n"]), r["target_hash"]) for r in st["theirs"]}
-        own = dict(rows=[r for r in st["rows"] if (int(r["n"]), r["target_hash"]) not in known],
-                   kept=[k for k in st["kept"] if (k["n"], target_hash(k["ids"])) not in known])
+        known = {_row_key(r) for r in st["theirs"]}
+        own = dict(rows=[r for r in st["rows"] if _row_key(r) not in known],
+                   kept=[k for k in st["kept"] if _kept_key(k) not in known])
         mine, theirs = cut_by_cap(own, max_steps, patience, patience0), cut_by_cap(
             dict(rows=st["theirs"], kept=[]), max_steps, patience, parent[1])
         return tuple(a + b for a, b in zip(mine, theirs))
