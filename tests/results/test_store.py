@@ -1,5 +1,5 @@
 """Results store: keys, resume after a kill, concurrent writers (accesslib/store.py)."""
-import multiprocessing as mp
+import json
 import os
 import signal
 import sqlite3
@@ -104,23 +104,47 @@ def _open_fds(path):
     return sorted(out)
 
 
+# The writers are forked from a fresh interpreter, not from the pytest process: an xdist worker
+# that has run torch tests holds threads (OpenMP, torch's pool), and a fork taken while one of
+# them holds a lock leaves the child waiting on it for ever (seen once, 7 December: 4 forked
+# writers sat in a futex wait for 24 minutes without running a line). A fresh interpreter that
+# imports only the store has one thread, so the fork is the one a notebook user makes.
+_FORKED_WRITERS = textwrap.dedent("""
+    import json, multiprocessing as mp, sys
+    sys.path.insert(0, {root!r})
+    from tests.results.test_store import _writer
+    from accesslib.results.store import ResultsStore
+    keep = ResultsStore({path!r})  # the parent keeps a store open across the fork, as a notebook would
+    keep.count()
+    ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    with ctx.Pool({workers}) as pool:
+        news = pool.starmap(_writer, [({path!r}, w, {count}) for w in range({workers})])
+    print(json.dumps(dict(news=news, kept=keep.count())), flush=True)
+""")
+
+
+def _forked_writers(tmp_path, path, workers, count):
+    """The command that forks ``workers`` writers of ``count`` rows each into ``path``."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    job = tmp_path / "writers.py"
+    job.write_text(_FORKED_WRITERS.format(root=root, path=path, workers=workers, count=count))
+    return [sys.executable, str(job)]
+
+
 @pytest.mark.parametrize("round_", range(4))
 def test_concurrent_writers_from_processes(tmp_path, round_):
     path = str(tmp_path / "r.sqlite")
-    keep = ResultsStore(path)  # the parent keeps a store open across the fork, as a notebook would
-    assert keep.count() == 0
-    ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
-    with ctx.Pool(4) as pool:
-        # a bound, not a hang: once (7 December, beside a run) the forked writers waited on a lock
-        # for 24 minutes without running a line, and the suite stalled there
-        try:
-            news = pool.starmap_async(_writer, [(path, w, 40) for w in range(4)]).get(timeout=300)
-        except mp.TimeoutError:
-            pytest.fail("4 forked writers did not finish 40 rows each in 300 s (a lock held across the fork?)")
+    try:
+        out = subprocess.run(_forked_writers(tmp_path, path, 4, 40), capture_output=True, text=True,
+                             timeout=300)
+    except subprocess.TimeoutExpired:
+        pytest.fail("4 forked writers did not finish 40 rows each in 300 s (a lock held across the fork?)")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
     st = ResultsStore(path)
     # distinct keys: model w{(w+i)%3} x sample i -> 3 models x 40 samples at most, all written
     expected = {((w + i) % 3, i) for w in range(4) for i in range(40)}
-    assert st.count() == len(expected) == sum(news) == keep.count()
+    assert st.count() == len(expected) == sum(got["news"]) == got["kept"]
     con = sqlite3.connect(path)
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     dup = con.execute(f"SELECT COUNT(*) FROM (SELECT {', '.join(KEY_COLUMNS)}, COUNT(*) c FROM strings "
@@ -133,11 +157,13 @@ def test_backups_taken_while_processes_write_are_whole(tmp_path):
     integrity check, holds only whole rows (no duplicates), and no fewer than the one before."""
     path = str(tmp_path / "r.sqlite")
     ResultsStore(path).add(_row(0, model="w0"))
-    ctx = mp.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     counts = []
-    with ctx.Pool(2) as pool:
-        pending = pool.starmap_async(_writer, [(path, w, 60) for w in range(2)])
-        while not pending.ready() or len(counts) < 3:
+    writers = subprocess.Popen(_forked_writers(tmp_path, path, 2, 60), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while writers.poll() is None or len(counts) < 3:
+            assert time.monotonic() < deadline, "2 forked writers did not finish 60 rows each in 300 s"
             out = tmp_path / f"b{len(counts)}.sqlite"
             strings, unfinished = backup_store(path, out)
             con = sqlite3.connect(out)
@@ -147,7 +173,11 @@ def test_backups_taken_while_processes_write_are_whole(tmp_path):
             con.close()
             assert ResultsStore(out).count() == strings
             counts.append(strings)
-        pending.get()
+    finally:
+        if writers.poll() is None:
+            writers.kill()
+        stdout, stderr = writers.communicate()
+    assert writers.returncode == 0, stderr
     assert counts == sorted(counts) and counts[-1] <= ResultsStore(path).count()
     assert backup_store(path, tmp_path / "last.sqlite")[0] == ResultsStore(path).count()
 
