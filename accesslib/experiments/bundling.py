@@ -669,16 +669,16 @@ def live_ladder(store, budgets, *, keep_strings: bool = False, **filters) -> dic
             else:
                 readable.append((a, b))
         lengths = sorted({int(r["n"]) for r in rows} | {k["n"] for k in mine} | {int(r["n"]) for r in waiting})
-        theirs_keys = {_row_key(r) for r in theirs}
+        own_rows, own_kept = _own_strings(rows, mine, theirs)
         for a, b in sorted(set(readable) | {(steps0, patience0)}):
             successes, totals, open_, unknown = [], [], [], 0
             # a budget the run it extends can read: its rows decide its strings (this run crams
             # them again, or goes on from them, with the same steps up to its budget)
             within = parent is not None and a <= parent[0] and b <= parent[1]
-            known = theirs_keys if within else set()
+            use_rows, use_kept = (own_rows, own_kept) if within else (rows, mine)
             for n in lengths:
-                fin = [finished_under(r, a, b, patience0) for r in rows if int(r["n"]) == n and _row_key(r) not in known]
-                kept = [kept_under(k, a, b) for k in mine if k["n"] == n and _kept_key(k) not in known]
+                fin = [finished_under(r, a, b, patience0) for r in use_rows if int(r["n"]) == n]
+                kept = [kept_under(k, a, b) for k in use_kept if k["n"] == n]
                 if within:
                     fin += [finished_under(r, a, b, parent[1]) for r in theirs if int(r["n"]) == n]
                 else:   # beyond it, a string not reached yet may still cram
@@ -736,6 +736,14 @@ def _extended_run(store, key, settings, rows, kept, curves):
         return None, [], []
     reached = {_row_key(r) for r in rows} | {_kept_key(k) for k in kept}
     return best[0], best[1], [r for r in best[1] if _row_key(r) not in reached]
+
+
+def _own_strings(rows, kept, theirs) -> tuple[list, list]:
+    """(rows, kept) of a curve less the strings that ``theirs`` (the rows of the run it extends,
+    :func:`_extended_run`) holds: within that run's budget its rows decide those strings, so a
+    reading takes the curve's own strings from here and the others from ``theirs``."""
+    known = {_row_key(r) for r in theirs}
+    return [r for r in rows if _row_key(r) not in known], [k for k in kept if _kept_key(k) not in known]
 
 
 def _row_key(row) -> tuple:
@@ -912,9 +920,7 @@ def _cut_of_curve(curve, max_steps, patience, patience0):
     if parent is None:
         return cut_by_cap(st, max_steps, patience, patience0)
     if max_steps <= parent[0] and patience <= parent[1]:
-        known = {_row_key(r) for r in st["theirs"]}
-        own = dict(rows=[r for r in st["rows"] if _row_key(r) not in known],
-                   kept=[k for k in st["kept"] if _kept_key(k) not in known])
+        own = dict(zip(("rows", "kept"), _own_strings(st["rows"], st["kept"], st["theirs"])))
         mine, theirs = cut_by_cap(own, max_steps, patience, patience0), cut_by_cap(
             dict(rows=st["theirs"], kept=[]), max_steps, patience, parent[1])
         return tuple(a + b for a, b in zip(mine, theirs))
