@@ -1,19 +1,22 @@
 """How far float rounding moves one string's cramming trajectory: the same string crammed under
-the same protocol and seed, alone on one thread (the reference), alone on one thread again, alone
-on two threads, and beside batch-mates on one thread.
+the same protocol and seed, alone on one thread (the reference), alone on one thread again, stopped
+half-way and resumed from its kept state, alone on two threads, and beside batch-mates on one
+thread.
 
 The engine gives every string its own seeded start and optimiser, so these runs differ only in
-the order of floating-point sums (torch picks its kernels by thread count and matrix shape). A run
-that repeats the reference must match it bit for bit, and so do batch-mates of the same length;
+the order of floating-point sums (torch picks its kernels by thread count and by CPU). A run
+that repeats the reference must match it bit for bit, and so must a resumed one and batch-mates
+of the same length;
 the others show how a last-bit difference grows over the steps. On the tiny embedded models it
 stays small (1e-7 of the loss; the memory 4e-4 of its norm after 200 steps on two threads; there
 padding to longer batch-mates reorders sums too: their lean forward). On Gemma-3-270M two threads
-part from one at step 3, and at step 100 the loss differs by 23% and the memory by 92% of its norm
-(docs/engine.md); over a whole run a string can cram at another step, or not at all (its string 0
-at n = 6 of the ``gemma-n50`` grid: crammed at step 280 in ``gemma-n50``, at 399 in ``gemma-9k``,
-stopped by patience at 567 alone on one thread). So budgets are compared within one run (``accesslib
-store ladder`` reads every rung from the same trajectories), and two runs of one protocol are two
-samples, to be compared by their n50 and its standard error, not string by string.
+part from one at step 3, and at step 100 the loss differs by 23% and the memory by 92% of its
+norm, while 16 batch-mates padded to n = 32 change nothing (docs/engine.md). Over a whole run a
+string can cram at another step, or not at all (its string 0 at n = 6 of the ``gemma-n50`` grid:
+crammed at step 280 in ``gemma-n50``, at 399 in ``gemma-9k``, stopped by patience at 567 alone on
+one thread). So budgets are compared within one run (``accesslib store ladder`` reads every rung
+from the same trajectories), and two runs of one protocol are two samples, to be compared by
+their n50 and its standard error, not string by string.
 
 Workload: ``--batch`` strings of ``--n`` tokens from ``--source`` (string 0 is the one followed;
 with ``--mates-n``, one more run beside batch-mates of that length, so with padding), m = 1, [A]'s
@@ -30,6 +33,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import tempfile
 import time
 
 import torch
@@ -37,14 +42,17 @@ import torch
 from accesslib.engine.cramming import PROTOCOLS, cram
 from accesslib.engine.targets import SOURCES, make_targets
 from accesslib.models.loading import load_model
+from accesslib.results.store import ResultsStore
 
-RUNS = (("again", 1, "alone"), ("2 threads", 2, "alone"), ("batch-mates", 1, "mates"))
+RUNS = (("again", 1, "alone"), ("stopped and resumed", 1, "resume"), ("2 threads", 2, "alone"),
+        ("batch-mates", 1, "mates"))
 
 
-def follow(lm, targets, steps: int, threads: int) -> dict:
+def follow(lm, targets, steps: int, threads: int, resume_at: int | None = None) -> dict:
     """Cram ``targets`` (string 0 followed) under [A]'s protocol for at most ``steps`` steps, with
     no stop by patience, on ``threads`` threads: string 0's loss after each step, its end and its
-    final memory."""
+    final memory. ``resume_at``: stop the run after that many steps, keeping its state in a results
+    store (as an interrupted run does), and go on from it in a second call."""
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     losses = []
@@ -56,17 +64,30 @@ def follow(lm, targets, steps: int, threads: int) -> dict:
     settings = {k: v for k, v in PROTOCOLS["paper"].items() if k not in ("max_steps", "patience")}
     t0 = time.perf_counter()
     try:
-        res = cram(lm, targets, 1, max_steps=steps, patience=steps + 1, seed=0, on_step=on_step, **settings)
+        if resume_at is None:
+            res = cram(lm, targets, 1, max_steps=steps, patience=steps + 1, seed=0, on_step=on_step, **settings)
+        else:
+            with tempfile.TemporaryDirectory() as d:
+                kept = ResultsStore(os.path.join(d, "kept.sqlite"))
+                cram(lm, targets, 1, max_steps=steps, patience=steps + 1, seed=0, on_step=on_step,
+                     stop=lambda: len(losses) >= resume_at, checkpoint=kept, checkpoint_every=0.0, **settings)
+                first, losses[:] = list(losses), []
+                res = cram(lm, targets, 1, max_steps=steps, patience=steps + 1, seed=0, on_step=on_step,
+                           checkpoint=kept, **settings)
+                kept.close()
     finally:
         torch.set_num_threads(before)
     s0 = next(s for s in res.strings if s.index == 0)
+    if resume_at is not None:   # one loss per forward pass, steps + 1 of them; the second call's
+        losses[:0] = first[:int(s0.steps) + 1 - len(losses)]     # start at its kept state's step
     return dict(losses=losses, success=bool(s0.success), steps=int(s0.steps), memory=s0.memory.clone(),
                 seconds=time.perf_counter() - t0, threads=threads, strings=len(targets))
 
 
 def compare(ref: dict, other: dict, at=(1, 10, 30, 100, 300, 1000)) -> dict:
-    """How ``other`` departs from ``ref``: the first step (1-based) whose loss differs (None if
-    none of the common steps does), |loss difference| / reference loss at the steps of ``at``
+    """How ``other`` departs from ``ref``: the first step whose loss differs (None if none of the
+    common steps does; step k's loss is the one its k-th forward pass computes, before that step's
+    update, so step 1's is the initial memory's), |loss difference| / reference loss at the steps of ``at``
     both reached, both ends, and ||memory difference|| / ||reference memory||."""
     common = min(len(ref["losses"]), len(other["losses"]))
     first = next((i + 1 for i in range(common) if ref["losses"][i] != other["losses"][i]), None)
@@ -116,8 +137,10 @@ def main(argv=None) -> int:
     out = dict(model=args.model, source=args.source, n=args.n, steps=args.steps, batch=args.batch,
                mates_n=args.mates_n, seed=args.seed, reference_end=_end(ref), runs={})
     for label, threads, batch in runs:
-        batch = {"alone": targets[:1], "mates": targets}.get(batch, batch) if isinstance(batch, str) else batch
-        run = follow(lm, batch, args.steps, threads)
+        resume_at = max(1, args.steps // 2) if batch == "resume" else None
+        batch = {"alone": targets[:1], "resume": targets[:1], "mates": targets}.get(batch, batch) \
+            if isinstance(batch, str) else batch
+        run = follow(lm, batch, args.steps, threads, resume_at)
         got = compare(ref, run)
         out["runs"][label] = got
         first = got["first_differing_step"]

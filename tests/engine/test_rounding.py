@@ -39,8 +39,9 @@ def test_a_repeated_run_and_batch_mates_match_the_reference_bit_for_bit(load_scr
     assert lines[0].startswith("tiny-d32-v257: string 0 of 3 tokens strings of n = 6, [A]'s protocol, at most 30 "
                                "steps, no stop by patience")
     got = json.loads(out.read_text())
-    assert list(got["runs"]) == ["again", "2 threads", "batch-mates", "batch-mates of n = 9"]
-    for label in ("again", "batch-mates"):     # batch-mates of the same length: the same sums
+    assert list(got["runs"]) == ["again", "stopped and resumed", "2 threads", "batch-mates", "batch-mates of n = 9"]
+    # a repeat, a resume from the state kept at step 15, batch-mates of the same length: the same sums
+    for label in ("again", "stopped and resumed", "batch-mates"):
         run = got["runs"][label]
         assert run["first_differing_step"] is None and run["relative_memory_difference"] == 0.0, label
         assert run["end"] == got["reference_end"]
