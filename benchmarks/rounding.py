@@ -6,8 +6,7 @@ thread.
 The engine gives every string its own seeded start and optimiser, so these runs differ only in
 the order of floating-point sums (torch picks its kernels by thread count and by CPU). A run
 that repeats the reference must match it bit for bit, and so must a resumed one and batch-mates
-of the same length;
-the others show how a last-bit difference grows over the steps. On the tiny embedded models it
+of the same length; the others show how a last-bit difference grows over the steps. On the tiny embedded models it
 stays small (1e-7 of the loss; the memory 4e-4 of its norm after 200 steps on two threads; there
 padding to longer batch-mates reorders sums too: their lean forward). On Gemma-3-270M two threads
 part from one at step 3, and at step 100 the loss differs by 23% and the memory by 92% of its
@@ -36,6 +35,7 @@ import json
 import os
 import tempfile
 import time
+from functools import partial
 
 import torch
 
@@ -44,14 +44,11 @@ from accesslib.engine.targets import SOURCES, make_targets
 from accesslib.models.loading import load_model
 from accesslib.results.store import ResultsStore
 
-RUNS = (("again", 1, "alone"), ("stopped and resumed", 1, "resume"), ("2 threads", 2, "alone"),
-        ("batch-mates", 1, "mates"))
-
 
 def follow(lm, targets, steps: int, threads: int, resume_at: int | None = None) -> dict:
     """Cram ``targets`` (string 0 followed) under [A]'s protocol for at most ``steps`` steps, with
-    no stop by patience, on ``threads`` threads: string 0's loss after each step, its end and its
-    final memory. ``resume_at``: stop the run after that many steps, keeping its state in a results
+    no stop by patience, on ``threads`` threads: string 0's loss at each forward pass (before that
+    step's update; one more pass than steps), its end and its final memory. ``resume_at``: stop the run after that many steps, keeping its state in a results
     store (as an interrupted run does), and go on from it in a second call."""
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -62,18 +59,17 @@ def follow(lm, targets, steps: int, threads: int, resume_at: int | None = None) 
             losses.append(float(info.losses[info.active.index(0)]))
 
     settings = {k: v for k, v in PROTOCOLS["paper"].items() if k not in ("max_steps", "patience")}
+    run = partial(cram, lm, targets, 1, max_steps=steps, patience=steps + 1, seed=0, on_step=on_step, **settings)
     t0 = time.perf_counter()
     try:
         if resume_at is None:
-            res = cram(lm, targets, 1, max_steps=steps, patience=steps + 1, seed=0, on_step=on_step, **settings)
+            res = run()
         else:
             with tempfile.TemporaryDirectory() as d:
                 kept = ResultsStore(os.path.join(d, "kept.sqlite"))
-                cram(lm, targets, 1, max_steps=steps, patience=steps + 1, seed=0, on_step=on_step,
-                     stop=lambda: len(losses) >= resume_at, checkpoint=kept, checkpoint_every=0.0, **settings)
+                run(stop=lambda: len(losses) >= resume_at, checkpoint=kept, checkpoint_every=0.0)
                 first, losses[:] = list(losses), []
-                res = cram(lm, targets, 1, max_steps=steps, patience=steps + 1, seed=0, on_step=on_step,
-                           checkpoint=kept, **settings)
+                res = run(checkpoint=kept)
                 kept.close()
     finally:
         torch.set_num_threads(before)
@@ -87,8 +83,8 @@ def follow(lm, targets, steps: int, threads: int, resume_at: int | None = None) 
 def compare(ref: dict, other: dict, at=(1, 10, 30, 100, 300, 1000)) -> dict:
     """How ``other`` departs from ``ref``: the first step whose loss differs (None if none of the
     common steps does; step k's loss is the one its k-th forward pass computes, before that step's
-    update, so step 1's is the initial memory's), |loss difference| / reference loss at the steps of ``at``
-    both reached, both ends, and ||memory difference|| / ||reference memory||."""
+    update, so step 1's is the initial memory's), |loss difference| / reference loss at the steps
+    of ``at`` both reached, both ends, and ||memory difference|| / ||reference memory||."""
     common = min(len(ref["losses"]), len(other["losses"]))
     first = next((i + 1 for i in range(common) if ref["losses"][i] != other["losses"][i]), None)
     rel = {s: abs(other["losses"][s - 1] - ref["losses"][s - 1]) / max(abs(ref["losses"][s - 1]), 1e-30)
@@ -125,21 +121,20 @@ def main(argv=None) -> int:
     ids, _ = make_targets(args.source, args.n, args.batch, seed=args.seed, tokenizer=lm.tokenizer,
                           vocab_size=vocab, add_special_tokens=args.add_special_tokens)
     targets = ids.tolist()
-    runs = list(RUNS)
+    alone = targets[:1]
+    runs = [("again", 1, alone, None), ("stopped and resumed", 1, alone, max(1, args.steps // 2)),
+            ("2 threads", 2, alone, None), ("batch-mates", 1, targets, None)]     # label, threads, batch, resume_at
     if args.mates_n is not None:
         longer, _ = make_targets(args.source, args.mates_n, args.batch, seed=args.seed + 1, tokenizer=lm.tokenizer,
                                  vocab_size=vocab, add_special_tokens=args.add_special_tokens)
-        runs.append((f"batch-mates of n = {args.mates_n}", 1, targets[:1] + longer.tolist()[1:]))
+        runs.append((f"batch-mates of n = {args.mates_n}", 1, alone + longer.tolist()[1:], None))
     print(f"{args.model}: string 0 of {args.batch} {args.source} strings of n = {args.n}, [A]'s protocol, "
           f"at most {args.steps} steps, no stop by patience; torch {torch.__version__}")
-    ref = follow(lm, targets[:1], args.steps, 1)
+    ref = follow(lm, alone, args.steps, 1)
     print(f"  reference (alone, 1 thread): {_end(ref)}, {ref['seconds']:.1f} s")
     out = dict(model=args.model, source=args.source, n=args.n, steps=args.steps, batch=args.batch,
                mates_n=args.mates_n, seed=args.seed, reference_end=_end(ref), runs={})
-    for label, threads, batch in runs:
-        resume_at = max(1, args.steps // 2) if batch == "resume" else None
-        batch = {"alone": targets[:1], "resume": targets[:1], "mates": targets}.get(batch, batch) \
-            if isinstance(batch, str) else batch
+    for label, threads, batch, resume_at in runs:
         run = follow(lm, batch, args.steps, threads, resume_at)
         got = compare(ref, run)
         out["runs"][label] = got

@@ -14,6 +14,9 @@ import pytest
 
 from accesslib.results.store import KEY_COLUMNS, ResultsStore, backup_store, protocol_hash, target_hash
 
+#: the repository root, put on the path of the jobs these tests run in fresh interpreters
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 
 def _row(i, *, model="tiny", m=1, n=5, success=None, ph="p0"):
     ids = [i, i + 1, i + 2, i + 3, i + 4][:n]
@@ -125,9 +128,8 @@ _FORKED_WRITERS = textwrap.dedent("""
 
 def _forked_writers(tmp_path, path, workers, count):
     """The command that forks ``workers`` writers of ``count`` rows each into ``path``."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     job = tmp_path / "writers.py"
-    job.write_text(_FORKED_WRITERS.format(root=root, path=path, workers=workers, count=count))
+    job.write_text(_FORKED_WRITERS.format(root=ROOT, path=path, workers=workers, count=count))
     return [sys.executable, str(job)]
 
 
@@ -176,7 +178,7 @@ def test_backups_taken_while_processes_write_are_whole(tmp_path):
     finally:
         if writers.poll() is None:
             writers.kill()
-        stdout, stderr = writers.communicate()
+        _, stderr = writers.communicate()
     assert writers.returncode == 0, stderr
     assert counts == sorted(counts) and counts[-1] <= ResultsStore(path).count()
     assert backup_store(path, tmp_path / "last.sqlite")[0] == ResultsStore(path).count()
@@ -262,10 +264,9 @@ _RESUMABLE_JOB = textwrap.dedent("""
 
 def test_resume_after_kill_neither_loses_nor_duplicates(tmp_path):
     path = str(tmp_path / "r.sqlite")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     total = 30
     job = tmp_path / "job.py"
-    job.write_text(_RESUMABLE_JOB.format(root=root, path=path, total=total, delay=0.05))
+    job.write_text(_RESUMABLE_JOB.format(root=ROOT, path=path, total=total, delay=0.05))
     proc = subprocess.Popen([sys.executable, str(job)], stdout=subprocess.PIPE, text=True)
     done_before = [proc.stdout.readline() for _ in range(8)]  # let it finish 8 strings
     os.kill(proc.pid, signal.SIGKILL)  # killed mid-run, without any clean-up
