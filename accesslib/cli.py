@@ -555,6 +555,10 @@ def _add_store(p: argparse.ArgumentParser):
                          "between two rises of its best teacher-forced accuracy, or from the last rise to "
                          "cramming), the largest and the median per length: near the patience, a larger "
                          "patience would cram more")
+    su.add_argument("--ran-on", action="store_true",
+                    help="also what each curve's strings ran on (processor, torch threads, torch, device), "
+                         "counted: strings summed on another thread count or processor are not bit-identical, "
+                         "and one that went on elsewhere mid-way says so")
     _add_store_filters(su)
     su.set_defaults(_store_run=_run_store_summary)
     la = sub.add_parser("ladder", help="n50 by smaller step budgets, read from a run (also one still going)",
@@ -751,6 +755,13 @@ def _run_store_summary(args) -> int:
               "(the easy ones finish first); `accesslib store ladder --budget STEPS/PATIENCE` counts those too")
     if args.by_length:
         _print_by_length(store, filters, args.patience, args.stalls)
+    if args.ran_on:
+        print("what the strings ran on:")
+        names = {r["protocol_hash"]: r["protocol"] for r in rows}
+        _print_table([("model", "m", "source", "protocol", "strings", "ran on")]
+                     + [(e["model"], str(e["m"]), e["source"],
+                         e["protocol_hash"] + (f" {names[e['protocol_hash']]}" if names.get(e["protocol_hash"]) else ""),
+                         str(e["strings"]), e["ran_on"]) for e in store.environments(**filters)], right={1, 4})
     return 0
 
 

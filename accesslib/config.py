@@ -19,6 +19,7 @@ Standard library only, plus platformdirs.
 """
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import sys
@@ -147,8 +148,9 @@ def data_path(*parts) -> Path:
     return Path(str(resources.files("accesslib").joinpath("data", *parts)))
 
 
+@functools.cache
 def cpu_name() -> str:
-    """The processor's model name (from /proc/cpuinfo where there is one)."""
+    """The processor's model name (from /proc/cpuinfo where there is one; read once)."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:

@@ -61,6 +61,7 @@ from accesslib._checks import (
     fail,
     fail_short,
 )
+from accesslib.config import cpu_name
 from accesslib.engine.decoding import (
     as_autocast_dtype,
     autocast,
@@ -182,6 +183,11 @@ class StringResult:
     #: first at step 0); None where unknown (resumed from a state kept before it was recorded).
     #: Enough to tell when any smaller patience on accuracy would have stopped it.
     accuracy_history: list | None = None
+    #: what the string's steps ran on: one dict per stretch of steps with the same float sums,
+    #: ``{"from": step, "cpu", "threads" (torch's), "torch", "device"}``, a new one wherever a resume
+    #: or a change of thread count changed them. The first starts after step 0 where a state kept
+    #: before this was recorded was resumed (the steps before it: unknown).
+    ran_on: list | None = None
 
 
 @dataclass
@@ -431,7 +437,8 @@ BUCKET_MIN_PARAMS = 20_000_000
 
 class _Row:
     """One string's place in the queue and, once active, its optimisation state."""
-    __slots__ = ("index", "ids", "m", "tag", "init", "key", "resume", "resumed_at", "acc_history", "extended")
+    __slots__ = ("index", "ids", "m", "tag", "init", "key", "resume", "resumed_at", "acc_history", "extended",
+                 "ran_on")
 
     def __init__(self, index, ids, m, tag, init, key=None, resume=None):
         self.index, self.ids, self.m, self.tag, self.init = index, ids, m, tag, init
@@ -443,6 +450,8 @@ class _Row:
         if resume:
             kept = resume.get("acc_history")
             self.acc_history = None if kept is None else [list(p) for p in kept]
+        # StringResult.ran_on so far (a kept state from before it was recorded: from its step on)
+        self.ran_on = [dict(s) for s in (resume.get("ran_on") or [])] if resume else []
 
 
 #: what a kept state must match to be resumed: everything that shapes a string's trajectory
@@ -639,6 +648,8 @@ class CramSession:
                 st[key] = torch.cat([st[key], t])
             for key in ("step", "next_check", "backoff"):
                 st[key] += per_row[key]
+        self._env = self._environment()
+        self._note_environment(rows, per_row["step"])
         for r in rows:
             self.resumed += r.resume is not None
             self.extended += r.extended
@@ -646,6 +657,21 @@ class CramSession:
         st["rows"] = allrows
         self._state = st
         self._layout()
+
+    def _environment(self) -> dict:
+        """What a step's float sums depend on besides the strings: the processor, torch's thread
+        count and version, and the device (StringResult.ran_on)."""
+        dev = self.dev
+        device = torch.cuda.get_device_name(dev) if dev.type == "cuda" else dev.type
+        return dict(cpu=cpu_name(), threads=torch.get_num_threads(), torch=str(torch.__version__), device=device)
+
+    def _note_environment(self, rows, steps):
+        """Start a new stretch of ``ran_on`` at its step for each row whose last one ran elsewhere."""
+        env = self._env
+        for r, step in zip(rows, steps):
+            last = r.ran_on[-1] if r.ran_on else None
+            if last is None or {k: v for k, v in last.items() if k != "from"} != env:
+                r.ran_on.append({"from": int(step), **env})
 
     def _keep(self, keep: list[int]):
         st = self._state
@@ -834,6 +860,9 @@ class CramSession:
     def _step(self):
         st = self._state
         b = len(st["rows"])
+        if torch.get_num_threads() != self._env["threads"]:   # set by the caller between two steps
+            self._env = self._environment()
+            self._note_environment(st["rows"], st["step"])
         while True:
             try:
                 lv, ncorrect, grad = self._forward_backward(want_grad=True)
@@ -992,7 +1021,8 @@ class CramSession:
                 final_loss=float(lv[r]), token_accuracy=float(acc[r]), greedy_accuracy=gacc, greedy_ids=gl,
                 memory=mem[r, :row.m].detach().float().cpu().clone(), prefix_ids=list(self.prefix),
                 first_token_as_input=self.first, reason=reasons[r], best_loss=float(st["best"][r]),
-                resumed_at=row.resumed_at, accuracy_history=row.acc_history, extended=row.extended)
+                resumed_at=row.resumed_at, accuracy_history=row.acc_history, extended=row.extended,
+                ran_on=[dict(e) for e in row.ran_on])
             self.results[row.index] = res
             if self.on_string is not None:
                 self.on_string(res)
@@ -1107,7 +1137,7 @@ class CramSession:
                     step=int(st["step"][j]), next_check=int(st["next_check"][j]),
                     backoff=int(st["backoff"][j]),
                     acc_history=None if r.acc_history is None else [list(p) for p in r.acc_history],
-                    extended=r.extended)
+                    extended=r.extended, ran_on=[dict(e) for e in r.ran_on])
         kept.update({k: int(v) for k, v in override.items()})
         return kept
 

@@ -645,7 +645,7 @@ def accessibility_curves(model, ms: Sequence[int], lengths=None, samples: int = 
                                target_ids=tids, greedy_ids=res.greedy_ids, memory=res.memory,
                                prefix_ids=res.prefix_ids, first_token_as_input=res.first_token_as_input,
                                wall_time=time.perf_counter() - t0, reason=res.reason,
-                               accuracy_history=res.accuracy_history)
+                               accuracy_history=res.accuracy_history, ran_on=res.ran_on)
                     try:
                         if store is not None:
                             store.add(row, settings=hash_input)

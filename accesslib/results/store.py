@@ -243,10 +243,12 @@ _COLUMNS = (
     ("run_id", "TEXT"),
     ("accuracy_history", "TEXT"),     # json [[step, accuracy], ...]: where the best teacher-forced
                                       # accuracy rose (StringResult.accuracy_history; added later)
+    ("ran_on", "TEXT"),               # json [{"from": step, "cpu", "threads", "torch", "device"}, ...]:
+                                      # what its steps ran on (StringResult.ran_on; added later)
 )
-_JSON_COLUMNS = {"target_ids", "greedy_ids", "memory_shape", "prefix_ids", "accuracy_history"}
+_JSON_COLUMNS = {"target_ids", "greedy_ids", "memory_shape", "prefix_ids", "accuracy_history", "ran_on"}
 #: columns added to the strings table after schema 1 shipped: an older file gains them when opened
-_ADDED_COLUMNS = ("accuracy_history",)
+_ADDED_COLUMNS = ("accuracy_history", "ran_on")
 _BOOL_COLUMNS = {"success", "tf_success", "first_token_as_input"}
 ALL_COLUMNS = KEY_COLUMNS + tuple(name for name, _ in _COLUMNS)
 #: what an export holds by default: the row id and every column but the memory vectors
@@ -294,6 +296,21 @@ def _require_key(key: Mapping[str, Any]) -> None:
     missing = [c for c in KEY_COLUMNS if key.get(c) is None]
     if missing:
         fail("key", f"a mapping of every key column ({', '.join(KEY_COLUMNS)}); missing {missing}", dict(key))
+
+
+def describe_ran_on(ran_on: list | None) -> str:
+    """A string's ``ran_on`` (StringResult.ran_on) in words: see :meth:`ResultsStore.environments`."""
+    if not ran_on:
+        return "not recorded"
+
+    def one(e):
+        threads = e.get("threads")
+        parts = [e.get("cpu"), None if threads is None else f"{threads} thread{'s' if threads != 1 else ''}",
+                 None if e.get("torch") is None else f"torch {e['torch']}", e.get("device")]
+        return ", ".join(str(x) for x in parts if x is not None) or "?"
+
+    text = "; then ".join(one(e) for e in ran_on)
+    return text if ran_on[0]["from"] == 0 else f"not recorded at first; then {text}"
 
 
 def inflight_key(key: Mapping[str, Any]) -> str:
@@ -711,7 +728,7 @@ class ResultsStore:
             arr = np.ascontiguousarray(np.asarray(mem, dtype=np.float32))
             r["memory_shape"] = list(arr.shape)
             r["memory"] = arr.tobytes()
-        for c in _JSON_COLUMNS - {"accuracy_history"}:
+        for c in _JSON_COLUMNS - {"accuracy_history", "ran_on"}:
             if r.get(c) is not None and not isinstance(r[c], str):
                 r[c] = json.dumps([int(x) for x in r[c]])
         hist = r.get("accuracy_history")
@@ -720,6 +737,12 @@ class ResultsStore:
                 r["accuracy_history"] = json.dumps([[int(s), float(a)] for s, a in hist])
             except (TypeError, ValueError):
                 fail("accuracy_history", "a list of [step, accuracy] pairs", hist)
+        ran = r.get("ran_on")
+        if ran is not None and not isinstance(ran, str):
+            if not (isinstance(ran, (list, tuple)) and all(isinstance(e, Mapping) and isinstance(e.get("from"), int)
+                                                           for e in ran)):
+                fail("ran_on", 'a list of {"from": step, ...} dicts (StringResult.ran_on)', ran)
+            r["ran_on"] = json.dumps(canonical(list(ran)))
         for c in _BOOL_COLUMNS:
             if r.get(c) is not None:
                 r[c] = int(bool(r[c]))
@@ -1038,6 +1061,23 @@ class ResultsStore:
                             n50_stderr=float(fit.stderr) if fit.ok else float("nan"),
                             fit=fit.status, message=fit.message))
         return out
+
+    def environments(self, **filters) -> list[dict]:
+        """What the strings of each curve ran on (their ``ran_on``), counted: one dict per (model, m,
+        source, protocol_hash) and way of running, ``{..., ran_on: text, strings: count}``, sorted.
+        ``ran_on`` reads e.g. "Intel Xeon, 2 threads, torch 2.13.0, cpu"; "A; then B" where a string
+        went on under another thread count, processor or torch (its steps from then on are summed
+        otherwise: docs/engine.md, "Float rounding"; at which step: the rows' ``ran_on``); "not
+        recorded" for strings stored before it was (or by hand); and starts "not recorded at first;
+        then" where a string went on from a state kept before it was."""
+        where, args = self._where(filters)
+        rows = self._query(f"SELECT model, m, source, protocol_hash, ran_on FROM strings{where}", args)
+        counts: dict[tuple, int] = {}
+        for model, m, source, ph, ran in rows:
+            key = (model, int(m), source, ph, describe_ran_on(None if ran is None else json.loads(ran)))
+            counts[key] = counts.get(key, 0) + 1
+        return [dict(model=k[0], m=k[1], source=k[2], protocol_hash=k[3], ran_on=k[4], strings=c)
+                for k, c in sorted(counts.items())]
 
     def merge(self, other: str | os.PathLike) -> int:
         """Copy every string (and recorded protocol, and the state a string finished in) of the

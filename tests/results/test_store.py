@@ -67,7 +67,7 @@ def test_bad_rows_raise(tmp_path):
     with pytest.raises(ValueError, match=r"^model must be given in every row \(a key column: model, m, n, "
                                          r"source, target_hash, seed, protocol_hash\); got None$"):
         st.add({k: v for k, v in _row(1).items() if k != "model"})
-    with pytest.raises(ValueError, match=r"^row columns must be among model, m, n, .*, run_id, accuracy_history; got \['colour'\]$"):
+    with pytest.raises(ValueError, match=r"^row columns must be among model, m, n, .*, run_id, accuracy_history, ran_on; got \['colour'\]$"):
         st.add(dict(_row(1), colour="red"))
     with pytest.raises(ValueError, match=r"^success must be given in every row; got None$"):
         st.add({k: v for k, v in _row(1).items() if k != "success"})
