@@ -735,6 +735,8 @@ def _run_store_summary(args) -> int:
         print(f"{finals} finished strings keep the state they finished in: a run of a constant learning rate with "
               "more steps or patience goes on from it (make_bundles.py --extend-from STEPS/PATIENCE)")
     if not rows:
+        if args.ran_on and kept:
+            _print_kept_ran_on(store)
         return 0
     table = [("model", "m", "source", "protocol", "strings", "successes", "lengths", "n50 +- stderr")]
     for r in rows:
@@ -762,7 +764,26 @@ def _run_store_summary(args) -> int:
                      + [(e["model"], str(e["m"]), e["source"],
                          e["protocol_hash"] + (f" {names[e['protocol_hash']]}" if names.get(e["protocol_hash"]) else ""),
                          str(e["strings"]), e["ran_on"]) for e in store.environments(**filters)], right={1, 4})
+        if kept:
+            _print_kept_ran_on(store)
     return 0
+
+
+def _print_kept_ran_on(store) -> None:
+    """What the strings kept mid-way ran on so far, counted (nothing when torch is missing)."""
+    try:
+        from accesslib.engine.cramming import kept_states
+    except ImportError:
+        return
+    from accesslib.results.store import describe_ran_on
+
+    counts: dict[str, int] = {}
+    for k in kept_states(store)["states"]:
+        label = describe_ran_on(k["ran_on"])
+        counts[label] = counts.get(label, 0) + 1
+    print("what the strings kept mid-way ran on so far:")
+    _print_table([("kept", "ran on")] + [(str(c), label) for label, c in sorted(counts.items())], right={0},
+                 indent="  ")
 
 
 def _parse_budgets(items, flag: str = "--budget") -> list[tuple[int, int]]:

@@ -1279,9 +1279,10 @@ def kept_states(store) -> dict:
     """The strings a cram kept mid-way in ``store``, read from their kept states (needs no model):
     ``{"states": [...], "unreadable": k}``, one dict per readable state with ``key``, ``m``, ``n``
     (target length), ``step`` (steps done), ``best_loss``, ``best_accuracy`` (None where the run
-    did not track it), ``ids`` (the target) and ``accuracy_history`` ([step, best accuracy] at each
-    rise; None where not kept or unreadable); ``unreadable`` counts states that could not be read
-    (damaged or foreign: counted, never guessed at)."""
+    did not track it), ``ids`` (the target), ``accuracy_history`` ([step, best accuracy] at each
+    rise; None where not kept or unreadable) and ``ran_on`` (StringResult.ran_on so far; None where
+    not kept); ``unreadable`` counts states that could not be read (damaged or foreign: counted,
+    never guessed at)."""
     if not all(callable(getattr(store, name, None)) for name in ("inflight", "load_inflight")):
         fail_short("store", "a results store (inflight, load_inflight)", store)
     states, unreadable = [], 0
@@ -1299,6 +1300,8 @@ def kept_states(store) -> dict:
             state["accuracy_history"] = [[int(a), float(b)] for a, b in kept["acc_history"]]
         except Exception:
             state["accuracy_history"] = None
+        ran = kept.get("ran_on")
+        state["ran_on"] = [dict(e) for e in ran] if isinstance(ran, list) and ran else None
         states.append(state)
     return dict(states=states, unreadable=unreadable)
 

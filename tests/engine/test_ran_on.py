@@ -127,3 +127,16 @@ def test_a_store_written_before_ran_on_gains_the_column(tmp_path):
                    success=False, ran_on=[here(2)]))
     assert [r["ran_on"] for r in again.rows()] == [None, [here(2)]]
     assert [e["ran_on"] for e in again.environments()] == sorted(["not recorded", describe_ran_on([here(2)])])
+
+
+def test_summary_says_what_the_strings_kept_mid_way_ran_on(neox, tmp_path, capsys):
+    from accesslib.engine.cramming import kept_states
+
+    store = ResultsStore(tmp_path / "r.sqlite")
+    cram(neox, targets(), 1, checkpoint=store, **stopped_after(7), **KW)
+    assert [k["ran_on"] for k in kept_states(store)["states"]] == [[here(1)]] * 2
+    assert main(["store", "summary", "--ran-on", "--store", str(store.path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    at = out.index("what the strings kept mid-way ran on so far:")
+    assert out[at + 1].split() == ["kept", "ran", "on"]
+    assert out[at + 2].strip() == f"2  {cpu_name()}, 1 thread, torch {torch.__version__}, cpu"
