@@ -669,24 +669,16 @@ def live_ladder(store, budgets, *, keep_strings: bool = False, **filters) -> dic
             else:
                 readable.append((a, b))
         lengths = sorted({int(r["n"]) for r in rows} | {k["n"] for k in mine} | {int(r["n"]) for r in waiting})
-        own_rows, own_kept = _own_strings(rows, mine, theirs)
+        strings = dict(rows=rows, kept=mine, waiting=waiting, theirs=theirs)
         for a, b in sorted(set(readable) | {(steps0, patience0)}):
             successes, totals, open_, unknown = [], [], [], 0
-            # a budget the run it extends can read: its rows decide its strings (this run crams
-            # them again, or goes on from them, with the same steps up to its budget)
-            within = parent is not None and a <= parent[0] and b <= parent[1]
-            use_rows, use_kept = (own_rows, own_kept) if within else (rows, mine)
+            outcomes = string_outcomes(strings, parent, patience0, a, b)
             for n in lengths:
-                fin = [finished_under(r, a, b, patience0) for r in use_rows if int(r["n"]) == n]
-                kept = [kept_under(k, a, b) for k in use_kept if k["n"] == n]
-                if within:
-                    fin += [finished_under(r, a, b, parent[1]) for r in theirs if int(r["n"]) == n]
-                else:   # beyond it, a string not reached yet may still cram
-                    kept += [None for r in waiting if int(r["n"]) == n]
-                unknown += fin.count(None)
-                successes.append(sum(v is True for v in fin))
-                totals.append(len(fin) + len(kept))
-                open_.append(kept.count(None))
+                got_n = [o["crammed"] for o in outcomes if o["n"] == n]
+                unknown += sum(v == "unknown" for v in got_n)
+                successes.append(sum(v is True for v in got_n))
+                totals.append(len(got_n))
+                open_.append(sum(v is None for v in got_n))
             if any(open_) or unknown:
                 rung = dict(max_steps=a, patience=b, lengths=lengths, successes=successes, totals=totals,
                             n50=None, stderr=None, shipped=False)
@@ -703,6 +695,34 @@ def live_ladder(store, budgets, *, keep_strings: bool = False, **filters) -> dic
         raise ValueError(out[0]["refused"][0] + ("" if len(out) == 1 else
                                                  f" (and no other of the store's {len(out)} curves can be read either)"))
     return dict(curves=out, unclaimed=len(states) - claimed, unreadable=got["unreadable"])
+
+
+def string_outcomes(strings: dict, parent, patience0: int, max_steps: int, patience: int) -> list[dict]:
+    """Each string of a :func:`live_ladder` curve (``strings`` as ``keep_strings`` gives them,
+    ``parent`` its ``extends``, ``patience0`` the run's patience) under the smaller budget
+    (``max_steps``, ``patience``): ``{"n", "key" (length, target hash), "crammed", "steps"}``, where
+    ``crammed`` is True (crammed within it, at ``steps``), False (failed there), None (still being
+    crammed, or not reached yet, and may still cram within it) or "unknown" (crammed, but the
+    smaller patience cannot be read: no accuracy history). Within the budget of the run a curve
+    extends, that run's rows decide its strings (this run crams them again, or goes on from them,
+    with the same steps up to its budget)."""
+    rows, kept, theirs, waiting = strings["rows"], strings["kept"], strings["theirs"], strings["waiting"]
+    within = parent is not None and max_steps <= parent[0] and patience <= parent[1]
+    if within:
+        rows, kept = _own_strings(rows, kept, theirs)
+
+    def finished(r, p0):
+        v = finished_under(r, max_steps, patience, p0)
+        return dict(n=int(r["n"]), key=_row_key(r), crammed="unknown" if v is None else v,
+                    steps=int(r["steps"]) if v is True else None)
+
+    out = [finished(r, patience0) for r in rows]
+    out += [dict(n=k["n"], key=_kept_key(k), crammed=kept_under(k, max_steps, patience), steps=None) for k in kept]
+    if within:
+        out += [finished(r, parent[1]) for r in theirs]
+    else:   # beyond it, a string not reached yet may still cram
+        out += [dict(n=int(r["n"]), key=_row_key(r), crammed=None, steps=None) for r in waiting]
+    return out
 
 
 def _extended_run(store, key, settings, rows, kept, curves):
