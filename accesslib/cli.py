@@ -594,6 +594,19 @@ def _add_store(p: argparse.ArgumentParser):
                     help="the budget ringed in the plot (default [A]'s 3000/500)")
     _add_store_filters(mp)
     mp.set_defaults(_store_run=_run_store_map)
+    co = sub.add_parser("compare", help="two runs of one protocol at one budget: string by string and by n50",
+                        description="Compare the runs of two store files at one step budget (e.g. [A]'s 3000/500, "
+                                    "read from each as `store ladder` reads it, so also from a larger or still "
+                                    "running run): for each curve (model, m, source) both hold, the strings both "
+                                    "crammed (how many at the very same step, as a bit-identical run would), the "
+                                    "ones only one crammed, both n50 and their difference in combined standard "
+                                    "errors. Float rounding (another thread count or CPU) parts two runs of one "
+                                    "protocol: they are two samples. Both files are only read.")
+    co.add_argument("other", metavar="OTHER", help="the other store file (B)")
+    co.add_argument("--budget", required=True, metavar="STEPS/PATIENCE",
+                    help="the budget both are read at, e.g. 3000/500 (at most each run's own)")
+    _add_store_filters(co)
+    co.set_defaults(_store_run=_run_store_compare)
     pa = sub.add_parser("pace", help="how fast a run goes, against an earlier copy of its store",
                         description="The steps the strings kept mid-way made since an earlier copy of the "
                                     "store (e.g. its last snapshot, `accesslib store backup`), per second: the "
@@ -851,6 +864,19 @@ def _rung_n50(rung) -> str:
     return rung_n50_text(rung).replace(" ± ", " +- ")
 
 
+def _live_rung_n50(r) -> str:
+    """A :func:`accesslib.experiments.bundling.live_ladder` rung's n50 in words: where it can still
+    end while strings are open, why there is none, or :func:`_rung_n50`."""
+    from accesslib.results.bundles import open_range_text
+
+    if any(r["open"]):
+        return (open_range_text(r) or f"{_rung_n50(r['if_all_fail'])} if all open fail, "
+                f"{_rung_n50(r['if_all_cram'])} if all cram") if "if_all_fail" in r else "- (open)"
+    if r["unknown"]:
+        return f"- ({_plural(r['unknown'], 'crammed string')} without an accuracy history)"
+    return _rung_n50(r)
+
+
 #: ``accesslib store ladder --decided``: the exit status while a budget is not decided yet
 LADDER_OPEN = 3
 
@@ -882,7 +908,6 @@ def _plot_file(path) -> str | None:
 def _run_store_ladder(args) -> int:
     from accesslib.experiments.bundling import ladder_slopes, live_ladder
     from accesslib.plots.cramming import rung_label
-    from accesslib.results.bundles import open_range_text
 
     budgets = _parse_budgets(args.budget)
     plot = _plot_file(args.plot)
@@ -917,13 +942,7 @@ def _run_store_ladder(args) -> int:
             cells = tuple(f"{s}/{t}" + (f" +{o}?" if o else "")
                           for s, t, o in zip(r["successes"], r["totals"], r["open"]))
             label = f"{r['max_steps']:,} / {r['patience']:,}" + (" (the run's)" if r["own"] else "")
-            if any(r["open"]):
-                n50 = (open_range_text(r) or f"{_rung_n50(r['if_all_fail'])} if all open fail, "
-                       f"{_rung_n50(r['if_all_cram'])} if all cram") if "if_all_fail" in r else "- (open)"
-            elif r["unknown"]:
-                n50 = f"- ({_plural(r['unknown'], 'crammed string')} without an accuracy history)"
-            else:
-                n50 = _rung_n50(r)
+            n50 = _live_rung_n50(r)
             table.append((label,) + cells + (n50,))
             labels.setdefault(id(c), []).append(f"{rung_label(r)}: n50 {n50}")
         _print_table(table, right=set(range(1, len(lengths) + 1)), indent="  ")
@@ -1140,6 +1159,42 @@ def _print_kept_progress(store) -> None:
         _print_table(table, right={0, 1, 2, 3, 4}, indent="  ")
     if got["unreadable"]:
         print(f"  {got['unreadable']} kept states could not be read (damaged, or written by another program)")
+
+
+def _run_store_compare(args) -> int:
+    import os
+
+    from accesslib.experiments.compare import compare_runs
+
+    (budget,) = _parse_budgets([args.budget])
+    store = _open_store(args.store)
+    other = os.path.expanduser(args.other)
+    if not os.path.isfile(other):
+        fail("OTHER", "an existing results store file", args.other)
+    for c in compare_runs(store.path, _open_store(other).path, budget, **_store_filters(args)):
+        print(f"{c['model']}, m = {c['m']}, {c['source']}, at {budget[0]:,} / {budget[1]:,}:")
+        lengths = sorted(set(c["a"]["rung"]["lengths"]) | set(c["b"]["rung"]["lengths"]))
+        table = [("run", "store", "protocol (its budget)") + tuple(f"n={n}" for n in lengths) + ("n50",)]
+        for name in ("a", "b"):
+            side, r = c[name], c[name]["rung"]
+            cell = {n: f"{s}/{t}" + (f" +{o}?" if o else "")
+                    for n, s, t, o in zip(r["lengths"], r["successes"], r["totals"], r["open"])}
+            table.append((name.upper(), side["store"],
+                          f"{side['protocol_hash']} ({side['max_steps']:,} / {side['patience']:,})")
+                         + tuple(cell.get(n, "-") for n in lengths) + (_live_rung_n50(r),))
+        _print_table(table, right=set(range(3, 3 + len(lengths))), indent="  ")
+        parts = [f"{c['both']} crammed in both ({c['same_step']} at the same step)", f"{c['only_a']} only in A",
+                 f"{c['only_b']} only in B", f"{c['neither']} failed in both"]
+        if c["open"]:
+            parts.append(f"{c['open']} open in either")
+        print(f"  {_plural(c['strings'], 'string')} in both: {', '.join(parts)}"
+              + "".join(f"; {k} held only by {x}" for k, x in ((c["only_in_a"], "A"), (c["only_in_b"], "B")) if k))
+        if c["n50_diff"] is not None:
+            z = "" if c["z"] is None else f" ({abs(c['z']):.1f} combined standard errors)"
+            print(f"  n50: A - B = {c['n50_diff']:+.1f}{z}")
+        else:
+            print("  n50: no difference yet (a rung still open, or without a fitted n50)")
+    return 0
 
 
 def _run_store_pace(args) -> int:
