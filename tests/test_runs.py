@@ -570,11 +570,11 @@ def test_the_committed_plan_is_valid(make_bundles):
         assert set(chain.split(",")) <= set(names), chain
 
 
-def _finished(tmp_path, name, store):
+def _finished(tmp_path, name, store, model="smollm2-135m"):
     """A live folder where run ``name`` (on ``store``) has finished: its mark and its bundle."""
     live = tmp_path / "live"
     (live / f"{name}-bundle").mkdir(parents=True)
-    (live / f"{name}-bundle" / "cram-smollm2-135m.json").write_text('{"the": "run\'s bundle"}')
+    (live / f"{name}-bundle" / f"cram-{model}.json").write_text('{"the": "run\'s bundle"}')
     (live / f".done-{name}").write_text("")
     (live / f"{store}.sqlite").write_text("")
     return live
@@ -584,19 +584,22 @@ def _finished(tmp_path, name, store):
     ("smol-glove-9k-m3", "smol-glove-9k", "smol-glove-9k", "glove100k", "9000/1500", "smol-glove-3k"),
     ("smol-tokens-9k-m2", "smol-tokens-9k", "smol-tokens-9k", "tokens", "9000/1500", "smol-tokens-3k"),
     ("smol-tokens-27k", "smol-tokens-9k", "smol-tokens-27k", "tokens", "27000/4500", None),
+    ("gemma-9k", "gemma-9k", "gemma-9k", "glove100k", "9000/1500", None),
 ])
 def test_ship_keeps_a_finished_runs_bundle_its_map_and_its_3000_500(tmp_path, name, store, folder, source, own,
                                                                    three):
     """Every reading names the run by its own budget: the store may hold a larger run going on
-    from it (-27k extends the -9k strings in the same store)."""
+    from it (-27k extends the -9k strings in the same store). Gemma's check (gemma-9k) goes into
+    Gemma's bundle."""
+    model = "gemma-3-270m" if name.startswith("gemma") else "smollm2-135m"
     env = dict(_fake_env(tmp_path), RUNS_BUNDLES=str(tmp_path / "bundles"))
-    live = _finished(tmp_path, name, store)
+    live = _finished(tmp_path, name, store, model)
     r = subprocess.run(["bash", str(RUNS), "ship", name], capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     bundles = tmp_path / "bundles"
-    assert (bundles / folder / "cram-smollm2-135m.json").read_text() == '{"the": "run\'s bundle"}'
+    assert (bundles / folder / f"cram-{model}.json").read_text() == '{"the": "run\'s bundle"}'
     want = [f"scripts/make_bundles.py --add-remeasure {bundles}/{folder}",
-            f"scripts/make_bundles.py --add-budget-map smollm2-135m --source {source} --read-from {own} "
+            f"scripts/make_bundles.py --add-budget-map {model} --source {source} --read-from {own} "
             f"--store {live}/{store}.sqlite "
             "--map-steps 500 1000 2000 3000 4500 6000 --map-patience 100 250 500 1000"]
     if three:   # [A]'s budget at every m, read from the same strings, kept beside the run's own
@@ -610,7 +613,8 @@ def test_ship_keeps_a_finished_runs_bundle_its_map_and_its_3000_500(tmp_path, na
 @pytest.mark.parametrize("argv, msg", [
     (["ship"], "usage: runs.sh ship NAME"),
     (["ship", "nope"], "unknown run 'nope'"),
-    (["ship", "gemma-n50"], "ship takes a SmolLM2 run (smol-*); got 'gemma-n50'"),
+    (["ship", "gemma-n50"], "ship takes a run measured beside a shipped bundle (smol-*, gemma-9k); got 'gemma-n50'"),
+    (["ship", "gemma-9k"], "run 'gemma-9k' has not finished here (no "),
     (["ship", "smol-tokens"], "ship takes a run under [A]'s protocol (--protocol paper); 'smol-tokens' has a schedule"),
     (["ship", "smol-tokens-9k-m3"], "run 'smol-tokens-9k-m3' has not finished here (no "),
 ])

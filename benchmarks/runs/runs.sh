@@ -39,8 +39,9 @@
 #                                                a run near its end decided hours sooner (e.g. the last
 #                                                open strings of smol-tokens-9k-m3: about 2 s a step
 #                                                on two threads against 4 to 6 beside another run)
-#   bash benchmarks/runs/runs.sh ship NAME       a SmolLM2 run finished here (under [A]'s protocol) into the
-#                                                shipped bundle, nothing crammed: its bundle copied to
+#   bash benchmarks/runs/runs.sh ship NAME       a run finished here (under [A]'s protocol: a SmolLM2 run,
+#                                                or gemma-9k) into its model's shipped bundle, nothing
+#                                                crammed: its bundle copied to
 #                                                benchmarks/runs/bundles/FOLDER/ (the run's store's name for
 #                                                an *-m2 or *-m3 run, else NAME) and kept (make_bundles.py
 #                                                --add-remeasure), its budget map re-read from its store
@@ -404,14 +405,18 @@ case "${1:-}" in
   ship)   # NAME: a finished run's bundle into the shipped one (see the top of this file)
     [ $# -eq 2 ] || { echo "usage: runs.sh ship NAME (e.g. smol-glove-9k-m3)" >&2; exit 2; }
     name=$2 a=$(args "$2")                                # unknown names: refused
-    case "$name" in smol-*) ;; *) echo "ship takes a SmolLM2 run (smol-*); got '$name'" >&2; exit 2;; esac
+    case "$name" in
+      smol-*|gemma-9k) ;;
+      *) echo "ship takes a run measured beside a shipped bundle (smol-*, gemma-9k); got '$name'" >&2; exit 2;;
+    esac
     echo "$a" | grep -q -- "--protocol paper" ||
       { echo "ship takes a run under [A]'s protocol (--protocol paper); '$name' has a schedule" >&2; exit 2; }
     store=$(store_of "$name")
     if pgrep -f "scripts/make_bundles.py .*--store $LIVE/$store.sqlite" >/dev/null; then
       echo "a run is writing to $LIVE/$store.sqlite: ship '$name' once it has ended" >&2; exit 2
     fi
-    [ -f "$LIVE/.done-$name" ] && [ -f "$LIVE/$name-bundle/cram-smollm2-135m.json" ] ||
+    model=$(echo "$a" | grep -o -- '--models [^ ]*' | cut -d' ' -f2)
+    [ -f "$LIVE/.done-$name" ] && [ -f "$LIVE/$name-bundle/cram-$model.json" ] ||
       { echo "run '$name' has not finished here (no $LIVE/.done-$name with its bundle in $LIVE/$name-bundle/):" \
           "nothing shipped" >&2; exit 2; }
     source=$(echo "$a" | grep -o -- '--source [^ ]*' | cut -d' ' -f2)
@@ -419,9 +424,9 @@ case "${1:-}" in
     own=$(echo "$a" | grep -o -- '--max-steps [0-9]* --patience [0-9]*' | awk '{print $2 "/" $4}')
     case "$name" in *-m2|*-m3) folder=$store;; *) folder=$name;; esac
     mkdir -p "$BUNDLES/$folder"
-    cp "$LIVE/$name-bundle/cram-smollm2-135m.json" "$BUNDLES/$folder/"
+    cp "$LIVE/$name-bundle/cram-$model.json" "$BUNDLES/$folder/"
     HF_HUB_OFFLINE=1 "$PY" scripts/make_bundles.py --add-remeasure "$BUNDLES/$folder"
-    HF_HUB_OFFLINE=1 "$PY" scripts/make_bundles.py --add-budget-map smollm2-135m --source "$source" \
+    HF_HUB_OFFLINE=1 "$PY" scripts/make_bundles.py --add-budget-map "$model" --source "$source" \
       --read-from "$own" --store "$LIVE/$store.sqlite" --map-steps 500 1000 2000 3000 4500 6000 --map-patience 100 250 500 1000
     case "$name" in
       *-9k-m2|*-9k-m3)   # [A]'s 3000 / 500 at every m, read from the same strings
