@@ -89,3 +89,20 @@ def test_bad_comparisons_are_one_line(tmp_path, capsys, argv, msg):
     assert main([x.replace("{tmp}", str(tmp_path)) for x in argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and msg in err[0]
+
+
+def test_the_committed_smollm2_runs_summed_alike_cram_at_the_same_steps(tmp_path):
+    """docs/engine.md, "Float rounding": SmolLM2-135M's two random-token runs under [A]'s protocol
+    (separate runs of the same 42 strings, one thread each) read at 3000 / 500 are one run."""
+    import shutil
+    from pathlib import Path
+
+    stores = Path(__file__).resolve().parents[2] / "benchmarks" / "runs" / "stores"
+    for name in ("smol-paper-tokens", "smol-tokens-9k"):
+        shutil.copyfile(stores / f"{name}.sqlite", tmp_path / f"{name}.sqlite")   # opened as copies: never written
+    (c,) = compare_runs(tmp_path / "smol-paper-tokens.sqlite", tmp_path / "smol-tokens-9k.sqlite", (3000, 500))
+    assert (c["model"], c["m"], c["source"]) == ("smollm2-135m", 1, "tokens")
+    assert (c["strings"], c["both"], c["same_step"], c["only_a"], c["only_b"], c["neither"], c["open"]) == (
+        42, 15, 15, 0, 0, 27, 0)
+    assert (round(c["a"]["rung"]["n50"], 1), round(c["a"]["rung"]["stderr"], 1)) == (12.8, 1.5)
+    assert c["n50_diff"] == 0.0
