@@ -161,16 +161,47 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+@functools.cache
+def cpu_id() -> str | None:
+    """The processor's family, model and stepping ("family 25 model 1 stepping 1", from
+    /proc/cpuinfo; None where there is none): model names such as "AMD EPYC" name several
+    generations, whose kernels sum floats in other orders."""
+    want = {"cpu family": "family", "model": "model", "stepping": "stepping"}
+    got: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key in want and key not in got:
+                    got[key] = value.strip()
+                if len(got) == len(want) or not line.strip():
+                    break
+    except OSError:
+        return None
+    return " ".join(f"{word} {got[key]}" for key, word in want.items() if key in got) or None
+
+
 def hardware() -> dict:
     """What a measurement ran on: cpu, cores, torch threads and device, versions, platform.
 
     torch is described only when it is installed (it is imported here, on demand)."""
-    out = dict(cpu=cpu_name(), cores=os.cpu_count(), python=sys.version.split()[0],
+    out = dict(cpu=cpu_name(), cpu_id=cpu_id(), cores=os.cpu_count(), python=sys.version.split()[0],
                platform=platform.platform())
     try:
         import torch
     except ImportError:
         return out
-    out.update(torch_threads=torch.get_num_threads(), torch=torch.__version__,
+    out.update(torch_threads=torch.get_num_threads(), torch=str(torch.__version__), kernels=cpu_kernels(),
                device=torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu")
     return out
+
+
+def cpu_kernels() -> str | None:
+    """The CPU kernels torch dispatches to ("AVX2", "AVX512", "DEFAULT"; None without torch or where
+    torch does not say): another set sums floats in another order."""
+    try:
+        import torch
+        return str(torch.backends.cpu.get_cpu_capability())
+    except (ImportError, AttributeError):
+        return None

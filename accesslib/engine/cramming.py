@@ -61,7 +61,7 @@ from accesslib._checks import (
     fail,
     fail_short,
 )
-from accesslib.config import cpu_name
+from accesslib.config import cpu_id, cpu_kernels, cpu_name
 from accesslib.engine.decoding import (
     as_autocast_dtype,
     autocast,
@@ -184,7 +184,8 @@ class StringResult:
     #: Enough to tell when any smaller patience on accuracy would have stopped it.
     accuracy_history: list | None = None
     #: what the string's steps ran on: one dict per stretch of steps with the same float sums,
-    #: ``{"from": step, "cpu", "threads" (torch's), "torch", "device"}``, a new one wherever a resume
+    #: ``{"from": step, "cpu", "cpu_id", "kernels", "threads" (torch's), "torch", "device"}``
+    #: (:meth:`CramSession._environment`), a new one wherever a resume
     #: or a change of thread count changed them. The first starts after step 0 where a state kept
     #: before this was recorded was resumed (the steps before it: unknown).
     ran_on: list | None = None
@@ -659,11 +660,13 @@ class CramSession:
         self._layout()
 
     def _environment(self) -> dict:
-        """What a step's float sums depend on besides the strings: the processor, torch's thread
-        count and version, and the device (StringResult.ran_on)."""
+        """What a step's float sums depend on besides the strings: the processor (name, family /
+        model / stepping, the kernels torch picks for it), torch's thread count and version, and
+        the device (StringResult.ran_on)."""
         dev = self.dev
         device = torch.cuda.get_device_name(dev) if dev.type == "cuda" else dev.type
-        return dict(cpu=cpu_name(), threads=torch.get_num_threads(), torch=str(torch.__version__), device=device)
+        return dict(cpu=cpu_name(), cpu_id=cpu_id(), kernels=cpu_kernels(), threads=torch.get_num_threads(),
+                    torch=str(torch.__version__), device=device)
 
     def _note_environment(self, rows, steps):
         """Start a new stretch of ``ran_on`` at its step for each row whose last one ran elsewhere."""

@@ -243,7 +243,8 @@ _COLUMNS = (
     ("run_id", "TEXT"),
     ("accuracy_history", "TEXT"),     # json [[step, accuracy], ...]: where the best teacher-forced
                                       # accuracy rose (StringResult.accuracy_history; added later)
-    ("ran_on", "TEXT"),               # json [{"from": step, "cpu", "threads", "torch", "device"}, ...]:
+    ("ran_on", "TEXT"),               # json [{"from": step, "cpu", "cpu_id", "kernels", "threads", "torch",
+                                      # "device"}, ...]:
                                       # what its steps ran on (StringResult.ran_on; added later)
 )
 _JSON_COLUMNS = {"target_ids", "greedy_ids", "memory_shape", "prefix_ids", "accuracy_history", "ran_on"}
@@ -305,7 +306,9 @@ def describe_ran_on(ran_on: list | None) -> str:
 
     def one(e):
         threads = e.get("threads")
-        parts = [e.get("cpu"), None if threads is None else f"{threads} thread{'s' if threads != 1 else ''}",
+        which = ", ".join(str(x) for x in (e.get("cpu_id"), e.get("kernels")) if x)
+        cpu = None if e.get("cpu") is None else e["cpu"] + (f" ({which})" if which else "")
+        parts = [cpu, None if threads is None else f"{threads} thread{'s' if threads != 1 else ''}",
                  None if e.get("torch") is None else f"torch {e['torch']}", e.get("device")]
         return ", ".join(str(x) for x in parts if x is not None) or "?"
 
@@ -1065,7 +1068,8 @@ class ResultsStore:
     def environments(self, **filters) -> list[dict]:
         """What the strings of each curve ran on (their ``ran_on``), counted: one dict per (model, m,
         source, protocol_hash) and way of running, ``{..., ran_on: text, strings: count}``, sorted.
-        ``ran_on`` reads e.g. "Intel Xeon, 2 threads, torch 2.13.0, cpu"; "A; then B" where a string
+        ``ran_on`` reads e.g. "AMD EPYC (family 25 model 1 stepping 1, AVX2), 2 threads, torch
+        2.13.0+cpu, cpu"; "A; then B" where a string
         went on under another thread count, processor or torch (its steps from then on are summed
         otherwise: docs/engine.md, "Float rounding"; at which step: the rows' ``ran_on``); "not
         recorded" for strings stored before it was (or by hand); and starts "not recorded at first;

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from accesslib.cli import main
-from accesslib.config import cpu_name
+from accesslib.config import cpu_id, cpu_kernels, cpu_name
 from accesslib.engine.copying import torch_threads
 from accesslib.engine.cramming import cram
 from accesslib.experiments.curves import accessibility_curves
@@ -25,7 +25,14 @@ def targets(lens=(3, 4)):
 
 
 def here(threads, step=0):
-    return {"from": step, "cpu": cpu_name(), "threads": threads, "torch": str(torch.__version__), "device": "cpu"}
+    return {"from": step, "cpu": cpu_name(), "cpu_id": cpu_id(), "kernels": cpu_kernels(), "threads": threads,
+            "torch": str(torch.__version__), "device": "cpu"}
+
+
+def words(threads):
+    which = ", ".join(x for x in (cpu_id(), cpu_kernels()) if x)
+    return (f"{cpu_name()}" + (f" ({which})" if which else "") + f", {threads} thread{'s' if threads > 1 else ''}, "
+            f"torch {torch.__version__}, cpu")
 
 
 def stopped_after(k):
@@ -37,6 +44,13 @@ def test_every_string_records_what_its_steps_ran_on(neox):
     res = cram(neox, targets(), 1, **KW)
     assert [s.ran_on for s in res.strings] == [[here(1)], [here(1)]]
     assert cpu_name() and cpu_name() == cpu_name()   # read once, the same name every time
+    assert cpu_kernels() == torch.backends.cpu.get_cpu_capability()
+    with open("/proc/cpuinfo") as f:   # the first processor's family, model and stepping
+        first = dict((k.strip(), v.strip()) for k, _, v in (line.partition(":") for line in f.read().split("\n\n")[0]
+                                                          .splitlines()))
+    assert cpu_id() == f"family {first['cpu family']} model {first['model']} stepping {first['stepping']}"
+    assert describe_ran_on([here(2)]) == f"{cpu_name()} ({cpu_id()}, {cpu_kernels()}), 2 threads, " \
+                                         f"torch {torch.__version__}, cpu"
 
 
 def test_a_resume_on_another_thread_count_starts_a_new_stretch(neox, tmp_path):
@@ -61,8 +75,7 @@ def test_a_resume_on_another_thread_count_starts_a_new_stretch(neox, tmp_path):
         store.save_inflight({k["key"]: (buf.getvalue(), k["steps"])})
     again = cram(neox, T, 1, checkpoint=store, **KW)
     assert [s.ran_on for s in again.strings] == [[here(1, 7)]] * 2
-    assert describe_ran_on(again.strings[0].ran_on) == (f"not recorded at first; then {cpu_name()}, 1 thread, "
-                                                        f"torch {torch.__version__}, cpu")
+    assert describe_ran_on(again.strings[0].ran_on) == f"not recorded at first; then {words(1)}"
 
 
 def test_a_thread_count_changed_between_steps_is_noted_at_that_step(neox):
@@ -88,8 +101,7 @@ def test_the_store_keeps_it_and_summary_counts_it(tmp_path, capsys):
                 protocol_hash=rows[0]["protocol_hash"], success=False))      # stored by hand: not recorded
     st.add(dict(model=rows[0]["model"], m=1, n=3, source="natural", target_ids=[1, 2, 4], seed=0,
                 protocol_hash=rows[0]["protocol_hash"], success=False, ran_on=[here(1), here(2, 9)]))
-    one = f"{cpu_name()}, 1 thread, torch {torch.__version__}, cpu"
-    two = f"{cpu_name()}, 2 threads, torch {torch.__version__}, cpu"
+    one, two = words(1), words(2)
     envs = st.environments()
     assert [(e["ran_on"], e["strings"]) for e in envs] == sorted([(one, 2), (f"{one}; then {two}", 1),
                                                                    ("not recorded", 1)])
@@ -139,4 +151,4 @@ def test_summary_says_what_the_strings_kept_mid_way_ran_on(neox, tmp_path, capsy
     out = capsys.readouterr().out.splitlines()
     at = out.index("what the strings kept mid-way ran on so far:")
     assert out[at + 1].split() == ["kept", "ran", "on"]
-    assert out[at + 2].strip() == f"2  {cpu_name()}, 1 thread, torch {torch.__version__}, cpu"
+    assert out[at + 2].strip() == f"2  {words(1)}"
