@@ -184,7 +184,8 @@ class StringResult:
     #: Enough to tell when any smaller patience on accuracy would have stopped it.
     accuracy_history: list | None = None
     #: what the string's steps ran on: one dict per stretch of steps with the same float sums,
-    #: ``{"from": step, "cpu", "cpu_id", "kernels", "threads" (torch's), "torch", "device"}``
+    #: ``{"from": step, "cpu", "cpu_id", "kernels", "threads" (torch's), "torch", "device",
+    #: "transformers", "engine"}``
     #: (:meth:`CramSession._environment`), a new one wherever a resume
     #: or a change of thread count changed them. The first starts after step 0 where a state kept
     #: before this was recorded was resumed (the steps before it: unknown).
@@ -455,6 +456,25 @@ class _Row:
         self.ran_on = [dict(s) for s in (resume.get("ran_on") or [])] if resume else []
 
 
+#: the engine's own sources: a change in any of them may change the order of a step's sums
+_ENGINE_SOURCES = ("cramming.py", "lean.py", "decoding.py")
+_ENGINE_CODE: list = []
+
+
+def engine_code() -> str:
+    """12 hex digits of SHA-256 of the engine's sources (:data:`_ENGINE_SOURCES`), read once: the
+    code a string's steps ran (StringResult.ran_on), since another version of it may sum otherwise."""
+    if not _ENGINE_CODE:
+        from pathlib import Path
+
+        here = Path(__file__).resolve().parent
+        h = hashlib.sha256()
+        for name in _ENGINE_SOURCES:
+            h.update((here / name).read_bytes())
+        _ENGINE_CODE.append(h.hexdigest()[:12])
+    return _ENGINE_CODE[0]
+
+
 #: what a kept state must match to be resumed: everything that shapes a string's trajectory
 _TRAJECTORY = ("lr", "b1", "b2", "wd", "max_steps", "patience", "patience_on", "seed", "std", "eps",
                "prefix", "first", "verify")
@@ -661,12 +681,16 @@ class CramSession:
 
     def _environment(self) -> dict:
         """What a step's float sums depend on besides the strings: the processor (name, family /
-        model / stepping, the kernels torch picks for it), torch's thread count and version, and
-        the device (StringResult.ran_on)."""
+        model / stepping, the kernels torch picks for it), torch's thread count and version, the
+        device, transformers' version (its forward, where the lean one does not run) and the
+        engine's code (:func:`engine_code`) (StringResult.ran_on)."""
         dev = self.dev
         device = torch.cuda.get_device_name(dev) if dev.type == "cuda" else dev.type
+        import transformers
+
         return dict(cpu=cpu_name(), cpu_id=cpu_id(), kernels=cpu_kernels(), threads=torch.get_num_threads(),
-                    torch=str(torch.__version__), device=device)
+                    torch=str(torch.__version__), device=device, transformers=str(transformers.__version__),
+                    engine=engine_code())
 
     def _note_environment(self, rows, steps):
         """Start a new stretch of ``ran_on`` at its step for each row whose last one ran elsewhere."""

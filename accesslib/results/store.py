@@ -244,7 +244,7 @@ _COLUMNS = (
     ("accuracy_history", "TEXT"),     # json [[step, accuracy], ...]: where the best teacher-forced
                                       # accuracy rose (StringResult.accuracy_history; added later)
     ("ran_on", "TEXT"),               # json [{"from": step, "cpu", "cpu_id", "kernels", "threads", "torch",
-                                      # "device"}, ...]:
+                                      # "device", "transformers", "engine"}, ...]:
                                       # what its steps ran on (StringResult.ran_on; added later)
 )
 _JSON_COLUMNS = {"target_ids", "greedy_ids", "memory_shape", "prefix_ids", "accuracy_history", "ran_on"}
@@ -309,7 +309,9 @@ def describe_ran_on(ran_on: list | None) -> str:
         which = ", ".join(str(x) for x in (e.get("cpu_id"), e.get("kernels")) if x)
         cpu = None if e.get("cpu") is None else e["cpu"] + (f" ({which})" if which else "")
         parts = [cpu, None if threads is None else f"{threads} thread{'s' if threads != 1 else ''}",
-                 None if e.get("torch") is None else f"torch {e['torch']}", e.get("device")]
+                 None if e.get("torch") is None else f"torch {e['torch']}", e.get("device"),
+                 None if e.get("transformers") is None else f"transformers {e['transformers']}",
+                 None if e.get("engine") is None else f"engine {e['engine']}"]
         return ", ".join(str(x) for x in parts if x is not None) or "?"
 
     text = "; then ".join(one(e) for e in ran_on)
@@ -1069,11 +1071,11 @@ class ResultsStore:
         """What the strings of each curve ran on (their ``ran_on``), counted: one dict per (model, m,
         source, protocol_hash) and way of running, ``{..., ran_on: text, strings: count}``, sorted.
         ``ran_on`` reads e.g. "AMD EPYC (family 25 model 1 stepping 1, AVX2), 2 threads, torch
-        2.13.0+cpu, cpu"; "A; then B" where a string
-        went on under another thread count, processor or torch (its steps from then on are summed
-        otherwise: docs/engine.md, "Float rounding"; at which step: the rows' ``ran_on``); "not
-        recorded" for strings stored before it was (or by hand); and starts "not recorded at first;
-        then" where a string went on from a state kept before it was."""
+        2.13.0+cpu, cpu, transformers 4.57.1, engine 0123456789ab"; "A; then B" where a string
+        went on under another thread count, processor, library or engine code (its steps from then on
+        may be summed otherwise: docs/engine.md, "Float rounding"; at which step: the rows'
+        ``ran_on``); "not recorded" for strings stored before it was (or by hand); and starts "not
+        recorded at first; then" where a string went on from a state kept before it was."""
         where, args = self._where(filters)
         rows = self._query(f"SELECT model, m, source, protocol_hash, ran_on FROM strings{where}", args)
         counts: dict[tuple, int] = {}

@@ -1,15 +1,18 @@
 """What a string's steps ran on (StringResult.ran_on, the store's ran_on column): the processor,
 torch's thread count, torch and the device, with a new stretch wherever a resume or a change of
 thread count sums its steps otherwise (docs/engine.md, "Float rounding")."""
+import hashlib
 import io
+from pathlib import Path
 
 import pytest
 import torch
+import transformers
 
 from accesslib.cli import main
 from accesslib.config import cpu_id, cpu_kernels, cpu_name
 from accesslib.engine.copying import torch_threads
-from accesslib.engine.cramming import cram
+from accesslib.engine.cramming import cram, engine_code
 from accesslib.experiments.curves import accessibility_curves
 from accesslib.models import embedded
 from accesslib.models.loading import load_model
@@ -26,13 +29,14 @@ def targets(lens=(3, 4)):
 
 def here(threads, step=0):
     return {"from": step, "cpu": cpu_name(), "cpu_id": cpu_id(), "kernels": cpu_kernels(), "threads": threads,
-            "torch": str(torch.__version__), "device": "cpu"}
+            "torch": str(torch.__version__), "device": "cpu", "transformers": transformers.__version__,
+            "engine": engine_code()}
 
 
 def words(threads):
     which = ", ".join(x for x in (cpu_id(), cpu_kernels()) if x)
     return (f"{cpu_name()}" + (f" ({which})" if which else "") + f", {threads} thread{'s' if threads > 1 else ''}, "
-            f"torch {torch.__version__}, cpu")
+            f"torch {torch.__version__}, cpu, transformers {transformers.__version__}, engine {engine_code()}")
 
 
 def stopped_after(k):
@@ -49,8 +53,12 @@ def test_every_string_records_what_its_steps_ran_on(neox):
         first = dict((k.strip(), v.strip()) for k, _, v in (line.partition(":") for line in f.read().split("\n\n")[0]
                                                           .splitlines()))
     assert cpu_id() == f"family {first['cpu family']} model {first['model']} stepping {first['stepping']}"
-    assert describe_ran_on([here(2)]) == f"{cpu_name()} ({cpu_id()}, {cpu_kernels()}), 2 threads, " \
-                                         f"torch {torch.__version__}, cpu"
+    assert describe_ran_on([here(2)]) == (f"{cpu_name()} ({cpu_id()}, {cpu_kernels()}), 2 threads, torch "
+                                          f"{torch.__version__}, cpu, transformers {transformers.__version__}, "
+                                          f"engine {engine_code()}")
+    engine = Path(cram.__code__.co_filename).parent   # the engine's code: its three sources, hashed
+    want = hashlib.sha256(b"".join((engine / f).read_bytes() for f in ("cramming.py", "lean.py", "decoding.py")))
+    assert engine_code() == want.hexdigest()[:12]
 
 
 def test_a_resume_on_another_thread_count_starts_a_new_stretch(neox, tmp_path):
