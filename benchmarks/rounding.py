@@ -39,7 +39,8 @@ from functools import partial
 
 import torch
 
-from accesslib.engine.cramming import PROTOCOLS, cram
+from accesslib.config import cpu_id, cpu_kernels, cpu_name, hardware
+from accesslib.engine.cramming import PROTOCOLS, cram, engine_code
 from accesslib.engine.targets import SOURCES, make_targets
 from accesslib.models.loading import load_model
 from accesslib.results.store import ResultsStore
@@ -129,11 +130,13 @@ def main(argv=None) -> int:
                                  vocab_size=vocab, add_special_tokens=args.add_special_tokens)
         runs.append((f"batch-mates of n = {args.mates_n}", 1, alone + longer.tolist()[1:], None))
     print(f"{args.model}: string 0 of {args.batch} {args.source} strings of n = {args.n}, [A]'s protocol, "
-          f"at most {args.steps} steps, no stop by patience; torch {torch.__version__}")
+          f"at most {args.steps} steps, no stop by patience; torch {torch.__version__}, {cpu_name()} "
+          f"({cpu_id()}, {cpu_kernels()} kernels), engine {engine_code()}")
     ref = follow(lm, alone, args.steps, 1)
     print(f"  reference (alone, 1 thread): {_end(ref)}, {ref['seconds']:.1f} s")
     out = dict(model=args.model, source=args.source, n=args.n, steps=args.steps, batch=args.batch,
-               mates_n=args.mates_n, seed=args.seed, reference_end=_end(ref), runs={})
+               mates_n=args.mates_n, seed=args.seed, hardware=hardware(), engine=engine_code(),
+               reference_end=_end(ref), runs={})
     for label, threads, batch, resume_at in runs:
         run = follow(lm, batch, args.steps, threads, resume_at)
         got = compare(ref, run)

@@ -39,6 +39,10 @@ def test_a_repeated_run_and_batch_mates_match_the_reference_bit_for_bit(load_scr
     assert lines[0].startswith("tiny-d32-v257: string 0 of 3 tokens strings of n = 6, [A]'s protocol, at most 30 "
                                "steps, no stop by patience")
     got = json.loads(out.read_text())
+    from accesslib.config import cpu_kernels
+    from accesslib.engine.cramming import engine_code
+    assert f"{cpu_kernels()} kernels), engine {engine_code()}" in lines[0]   # what the figures ran on
+    assert got["engine"] == engine_code() and got["hardware"]["kernels"] == cpu_kernels()
     assert list(got["runs"]) == ["again", "stopped and resumed", "2 threads", "batch-mates", "batch-mates of n = 9"]
     # a repeat, a resume from the state kept at step 15, batch-mates of the same length: the same sums
     for label in ("again", "stopped and resumed", "batch-mates"):
