@@ -556,9 +556,9 @@ def _add_store(p: argparse.ArgumentParser):
                          "cramming), the largest and the median per length: near the patience, a larger "
                          "patience would cram more")
     su.add_argument("--ran-on", action="store_true",
-                    help="also what each curve's strings ran on (processor, torch threads, torch, device), "
-                         "counted: strings summed on another thread count or processor are not bit-identical, "
-                         "and one that went on elsewhere mid-way says so")
+                    help="also what each curve's strings ran on (processor and its kernels, torch threads, "
+                         "torch, device, transformers, engine code), counted: strings summed on another thread "
+                         "count or processor are not bit-identical, and one that went on elsewhere mid-way says so")
     _add_store_filters(su)
     su.set_defaults(_store_run=_run_store_summary)
     la = sub.add_parser("ladder", help="n50 by smaller step budgets, read from a run (also one still going)",
