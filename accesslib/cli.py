@@ -1183,6 +1183,9 @@ def _run_store_compare(args) -> int:
                           f"{side['protocol_hash']} ({side['max_steps']:,} / {side['patience']:,})")
                          + tuple(cell.get(n, "-") for n in lengths) + (_live_rung_n50(r),))
         _print_table(table, right=set(range(3, 3 + len(lengths))), indent="  ")
+        for name in ("a", "b"):
+            print(f"  {name.upper()} ran on: " + "; and ".join(f"{label} ({_plural(k, 'string')})"
+                                                            for label, k in c[name]["ran_on"].items()))
         parts = [f"{c['both']} crammed in both ({c['same_step']} at the same step)", f"{c['only_a']} only in A",
                  f"{c['only_b']} only in B", f"{c['neither']} failed in both"]
         if c["open"]:

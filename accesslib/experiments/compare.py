@@ -16,6 +16,7 @@ from pathlib import Path
 
 from accesslib._checks import fail
 from accesslib.experiments.bundling import live_ladder, string_outcomes
+from accesslib.results.store import describe_ran_on
 
 
 def _curves_at(store, budget: tuple[int, int], filters: dict) -> dict:
@@ -34,8 +35,13 @@ def _curves_at(store, budget: tuple[int, int], filters: dict) -> dict:
 
 
 def _side(path, curve: dict) -> dict:
+    st = curve["strings"]
+    ran_on: dict[str, int] = {}
+    for s in st["rows"] + st["kept"] + st["theirs"]:
+        label = describe_ran_on(s.get("ran_on"))
+        ran_on[label] = ran_on.get(label, 0) + 1
     return dict(store=str(path), protocol_hash=curve["protocol_hash"], max_steps=curve["max_steps"],
-                patience=curve["patience"], rung=curve["rung"])
+                patience=curve["patience"], rung=curve["rung"], ran_on=dict(sorted(ran_on.items())))
 
 
 def compare_runs(store_a, store_b, budget, **filters) -> list[dict]:
@@ -43,8 +49,9 @@ def compare_runs(store_a, store_b, budget, **filters) -> list[dict]:
 
     One dict per curve (model, m, source) both can read at that budget, in that order: ``model``,
     ``m``, ``source``, ``budget``; ``a`` and ``b`` (``store``, ``protocol_hash``, the run's own
-    ``max_steps`` and ``patience``, and ``rung``: the curve at ``budget``, as ``store ladder`` reads
-    it); ``strings``: how many strings (length and target) both hold, and of those ``both``
+    ``max_steps`` and ``patience``, ``rung``: the curve at ``budget``, as ``store ladder`` reads
+    it, and ``ran_on``: its strings counted by what they ran on, finished or kept mid-way,
+    :func:`accesslib.results.store.describe_ran_on`); ``strings``: how many strings (length and target) both hold, and of those ``both``
     (crammed in both), ``same_step`` (of those, at the same step in both), ``only_a``, ``only_b``,
     ``neither`` (failed in both) and ``open`` (still open, or unreadable, in either); ``only_in_a``
     / ``only_in_b``: strings one run holds and the other does not; ``n50_diff`` (a's n50 less b's)

@@ -12,7 +12,7 @@ PAPER = dict(lr=0.01, patience_on="accuracy", schedule=None)
 LENGTHS = (4, 8, 12)
 
 
-def _store(path, max_steps, patience, outcomes, extra=(), model="tiny"):
+def _store(path, max_steps, patience, outcomes, extra=(), model="tiny", ran_on=None):
     """A run of ``max_steps`` / ``patience`` whose string i at length n ended as ``outcomes[n][i]``:
     a step it crammed at, or None (stopped by patience at step 700). A crammed string's best
     accuracy rose every 400 steps until it crammed (so patience 500 does not stop it first)."""
@@ -26,7 +26,7 @@ def _store(path, max_steps, patience, outcomes, extra=(), model="tiny"):
                         protocol_hash=ph, sample=i, success=ok, steps=step if ok else 700,
                         reason=None if ok else "patience",
                         accuracy_history=[[s, s / step] for s in range(0, step, 400)] + [[step, 1.0]] if ok
-                        else [[0, 0.0], [200, 0.5]]),
+                        else [[0, 0.0], [200, 0.5]], ran_on=ran_on),
                    settings=settings)
     return st.path
 
@@ -47,6 +47,7 @@ def test_two_runs_are_compared_string_by_string_and_by_n50(tmp_path):
     assert (c["strings"], c["both"], c["same_step"], c["only_a"], c["only_b"], c["neither"], c["open"]) == (
         12, 6, 4, 1, 1, 4, 0)
     assert (c["only_in_a"], c["only_in_b"]) == (0, 1)
+    assert c["a"]["ran_on"] == {"not recorded": 12} and c["b"]["ran_on"] == {"not recorded": 13}
     ra = measured_rung(3000, 500, LENGTHS, [4, 2, 1], [4, 4, 4])
     rb = measured_rung(3000, 500, LENGTHS + (16,), [4, 2, 1, 0], [4, 4, 4, 1])
     assert c["n50_diff"] == pytest.approx(ra["n50"] - rb["n50"])
@@ -64,16 +65,20 @@ def test_two_runs_are_compared_string_by_string_and_by_n50(tmp_path):
 
 def test_the_command_prints_both_rungs_and_the_counts(tmp_path, capsys):
     a = _store(tmp_path / "a.sqlite", 3000, 500, A)
-    b = _store(tmp_path / "b.sqlite", 9000, 1500, B)
+    env = {"cpu": "AMD EPYC", "cpu_id": "family 25 model 1 stepping 1", "kernels": "AVX2", "threads": 1}
+    b = _store(tmp_path / "b.sqlite", 9000, 1500, B, ran_on=[dict(env, **{"from": 0}), dict(env, threads=2, **{"from": 9})])
     assert main(["store", "compare", str(b), "--budget", "3000/500", "--store", str(a)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "tiny, m = 1, tokens, at 3,000 / 500:"
     assert out[1].split() == ["run", "store", "protocol", "(its", "budget)", "n=4", "n=8", "n=12", "n50"]
     assert out[2].split()[:8] == ["A", str(a), "p3000", "(3,000", "/", "500)", "4/4", "2/4"]
     assert out[3].split()[:8] == ["B", str(b), "p9000", "(9,000", "/", "1,500)", "4/4", "2/4"]
-    assert out[4] == ("  12 strings in both: 6 crammed in both (4 at the same step), 1 only in A, 1 only in B, "
+    assert out[4] == "  A ran on: not recorded (12 strings)"
+    assert out[5] == ("  B ran on: AMD EPYC (family 25 model 1 stepping 1, AVX2), 1 thread; then AMD EPYC (family 25 "
+                      "model 1 stepping 1, AVX2), 2 threads (12 strings)")
+    assert out[6] == ("  12 strings in both: 6 crammed in both (4 at the same step), 1 only in A, 1 only in B, "
                       "4 failed in both")
-    assert out[5] == "  n50: A - B = +0.0 (0.0 combined standard errors)"
+    assert out[7] == "  n50: A - B = +0.0 (0.0 combined standard errors)"
 
 
 @pytest.mark.parametrize("argv, msg", [
