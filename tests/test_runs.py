@@ -584,7 +584,7 @@ def _finished(tmp_path, name, store, model="smollm2-135m"):
     ("smol-glove-9k-m3", "smol-glove-9k", "smol-glove-9k", "glove100k", "9000/1500", "smol-glove-3k"),
     ("smol-tokens-9k-m2", "smol-tokens-9k", "smol-tokens-9k", "tokens", "9000/1500", "smol-tokens-3k"),
     ("smol-tokens-27k", "smol-tokens-9k", "smol-tokens-27k", "tokens", "27000/4500", None),
-    ("gemma-9k", "gemma-9k", "gemma-9k", "glove100k", "9000/1500", None),
+    ("gemma-9k", "gemma-9k", "gemma-9k", "glove100k", "9000/1500", "gemma-3k"),
 ])
 def test_ship_keeps_a_finished_runs_bundle_its_map_and_its_3000_500(tmp_path, name, store, folder, source, own,
                                                                    three):
@@ -603,7 +603,7 @@ def test_ship_keeps_a_finished_runs_bundle_its_map_and_its_3000_500(tmp_path, na
             f"--store {live}/{store}.sqlite "
             "--map-steps 500 1000 2000 3000 4500 6000 --map-patience 100 250 500 1000"]
     if three:   # [A]'s budget at every m, read from the same strings, kept beside the run's own
-        want += [f"scripts/make_bundles.py --read-budget 3000/500 --models smollm2-135m --source {source} "
+        want += [f"scripts/make_bundles.py --read-budget 3000/500 --models {model} --source {source} "
                  f"--read-from {own} --store {live}/{store}.sqlite --out {bundles}/{three}",
                  f"scripts/make_bundles.py --add-remeasure {bundles}/{three}"]
     assert _calls(tmp_path) == want

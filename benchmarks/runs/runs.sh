@@ -45,8 +45,8 @@
 #                                                benchmarks/runs/bundles/FOLDER/ (the run's store's name for
 #                                                an *-m2 or *-m3 run, else NAME) and kept (make_bundles.py
 #                                                --add-remeasure), its budget map re-read from its store
-#                                                (--add-budget-map), and for a *-9k-m2 or *-9k-m3 run [A]'s
-#                                                3000 / 500 at every m read from its strings into
+#                                                (--add-budget-map), and for a *-9k-m2, *-9k-m3 or gemma-9k
+#                                                run [A]'s 3000 / 500 at every m read from its strings into
 #                                                benchmarks/runs/bundles/*-3k/ and kept too (--read-budget);
 #                                                the tables are rewritten (see docs/real-models.md)
 #   bash benchmarks/runs/runs.sh resume          first the plan's first focus line (focus NAME M
@@ -429,9 +429,9 @@ case "${1:-}" in
     HF_HUB_OFFLINE=1 "$PY" scripts/make_bundles.py --add-budget-map "$model" --source "$source" \
       --read-from "$own" --store "$LIVE/$store.sqlite" --map-steps 500 1000 2000 3000 4500 6000 --map-patience 100 250 500 1000
     case "$name" in
-      *-9k-m2|*-9k-m3)   # [A]'s 3000 / 500 at every m, read from the same strings
+      *-9k-m2|*-9k-m3|gemma-9k)   # [A]'s 3000 / 500 at every m, read from the same strings
         three="$BUNDLES/${store%-9k}-3k"
-        HF_HUB_OFFLINE=1 "$PY" scripts/make_bundles.py --read-budget 3000/500 --models smollm2-135m \
+        HF_HUB_OFFLINE=1 "$PY" scripts/make_bundles.py --read-budget 3000/500 --models "$model" \
           --source "$source" --read-from "$own" --store "$LIVE/$store.sqlite" --out "$three"
         HF_HUB_OFFLINE=1 "$PY" scripts/make_bundles.py --add-remeasure "$three";;
     esac
