@@ -111,3 +111,19 @@ def test_the_committed_smollm2_runs_summed_alike_cram_at_the_same_steps(tmp_path
         42, 15, 15, 0, 0, 27, 0)
     assert (round(c["a"]["rung"]["n50"], 1), round(c["a"]["rung"]["stderr"], 1)) == (12.8, 1.5)
     assert c["n50_diff"] == 0.0
+
+
+def test_gemmas_two_runs_part_at_1000_500(tmp_path):
+    """docs/gemma.md: `gemma-n50` and `gemma-9k` (the same 36 strings, [A]'s protocol; the second
+    still running, but past step 1,000 on every string, so 1000 / 500 is decided) are two samples."""
+    import shutil
+    from pathlib import Path
+
+    stores = Path(__file__).resolve().parents[2] / "benchmarks" / "runs" / "stores"
+    for name in ("gemma-n50", "gemma-9k"):
+        shutil.copyfile(stores / f"{name}.sqlite", tmp_path / f"{name}.sqlite")   # opened as copies: never written
+    (c,) = compare_runs(tmp_path / "gemma-n50.sqlite", tmp_path / "gemma-9k.sqlite", (1000, 500))
+    assert (c["strings"], c["both"], c["same_step"], c["only_a"], c["only_b"], c["neither"], c["open"]) == (
+        36, 9, 0, 0, 2, 25, 0)
+    assert [round(c[x]["rung"][k], 1) for x in "ab" for k in ("n50", "stderr")] == [9.0, 0.8, 10.0, 0.7]
+    assert round(c["z"], 1) == -1.0
