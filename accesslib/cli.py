@@ -601,7 +601,8 @@ def _add_store(p: argparse.ArgumentParser):
                                     "crammed (how many at the very same step, as a bit-identical run would), the "
                                     "ones only one crammed, both n50 and their difference in combined standard "
                                     "errors. Float rounding (another thread count or CPU) parts two runs of one "
-                                    "protocol: they are two samples. Both files are only read.")
+                                    "protocol: they are two samples. Neither file's strings change (an older "
+                                    "file gains the columns added since, as on every opening).")
     co.add_argument("other", metavar="OTHER", help="the other store file (B)")
     co.add_argument("--budget", required=True, metavar="STEPS/PATIENCE",
                     help="the budget both are read at, e.g. 3000/500 (at most each run's own)")
@@ -788,12 +789,11 @@ def _print_kept_ran_on(store) -> None:
         from accesslib.engine.cramming import kept_states
     except ImportError:
         return
+    from collections import Counter
+
     from accesslib.results.store import describe_ran_on
 
-    counts: dict[str, int] = {}
-    for k in kept_states(store)["states"]:
-        label = describe_ran_on(k["ran_on"])
-        counts[label] = counts.get(label, 0) + 1
+    counts = Counter(describe_ran_on(k["ran_on"]) for k in kept_states(store)["states"])
     print("what the strings kept mid-way ran on so far:")
     _print_table([("kept", "ran on")] + [(str(c), label) for label, c in sorted(counts.items())], right={0},
                  indent="  ")

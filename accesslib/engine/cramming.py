@@ -38,6 +38,7 @@ An interrupted run keeps each unfinished string's state in its results store;
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import math
@@ -458,21 +459,19 @@ class _Row:
 
 #: the engine's own sources: a change in any of them may change the order of a step's sums
 _ENGINE_SOURCES = ("cramming.py", "lean.py", "decoding.py")
-_ENGINE_CODE: list = []
 
 
+@functools.cache
 def engine_code() -> str:
     """12 hex digits of SHA-256 of the engine's sources (:data:`_ENGINE_SOURCES`), read once: the
     code a string's steps ran (StringResult.ran_on), since another version of it may sum otherwise."""
-    if not _ENGINE_CODE:
-        from pathlib import Path
+    from pathlib import Path
 
-        here = Path(__file__).resolve().parent
-        h = hashlib.sha256()
-        for name in _ENGINE_SOURCES:
-            h.update((here / name).read_bytes())
-        _ENGINE_CODE.append(h.hexdigest()[:12])
-    return _ENGINE_CODE[0]
+    here = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for name in _ENGINE_SOURCES:
+        h.update((here / name).read_bytes())
+    return h.hexdigest()[:12]
 
 
 #: what a kept state must match to be resumed: everything that shapes a string's trajectory
@@ -572,6 +571,7 @@ class CramSession:
         self.held = 0       # strings set aside unfinished by hold, their states in the checkpoint
         self.extended = 0   # strings that went on from where a smaller budget left them
         self._schedule_before: dict = {}
+        self._env: dict | None = None   # what the steps run on now (_env_now)
         with torch.no_grad():
             self.pre = (self.emb(torch.tensor(prefix, device=self.dev)[None]) if prefix else None)
 
@@ -669,7 +669,6 @@ class CramSession:
                 st[key] = torch.cat([st[key], t])
             for key in ("step", "next_check", "backoff"):
                 st[key] += per_row[key]
-        self._env = self._environment()
         self._note_environment(rows, per_row["step"])
         for r in rows:
             self.resumed += r.resume is not None
@@ -692,9 +691,16 @@ class CramSession:
                     torch=str(torch.__version__), device=device, transformers=str(transformers.__version__),
                     engine=engine_code())
 
+    def _env_now(self) -> dict:
+        """:meth:`_environment`, read once per session and again when torch's thread count changes
+        (the one part that can change within a process, set by a caller between two steps)."""
+        if self._env is None or self._env["threads"] != torch.get_num_threads():
+            self._env = self._environment()
+        return self._env
+
     def _note_environment(self, rows, steps):
         """Start a new stretch of ``ran_on`` at its step for each row whose last one ran elsewhere."""
-        env = self._env
+        env = self._env_now()
         for r, step in zip(rows, steps):
             last = r.ran_on[-1] if r.ran_on else None
             if last is None or {k: v for k, v in last.items() if k != "from"} != env:
@@ -888,7 +894,6 @@ class CramSession:
         st = self._state
         b = len(st["rows"])
         if torch.get_num_threads() != self._env["threads"]:   # set by the caller between two steps
-            self._env = self._environment()
             self._note_environment(st["rows"], st["step"])
         while True:
             try:

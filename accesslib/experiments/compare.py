@@ -12,6 +12,7 @@ undecided strings as open, and a run with a larger budget is read at the smaller
 from __future__ import annotations
 
 import math
+from collections import Counter
 from pathlib import Path
 
 from accesslib._checks import fail
@@ -36,10 +37,7 @@ def _curves_at(store, budget: tuple[int, int], filters: dict) -> dict:
 
 def _side(path, curve: dict) -> dict:
     st = curve["strings"]
-    ran_on: dict[str, int] = {}
-    for s in st["rows"] + st["kept"] + st["theirs"]:
-        label = describe_ran_on(s.get("ran_on"))
-        ran_on[label] = ran_on.get(label, 0) + 1
+    ran_on = Counter(describe_ran_on(s.get("ran_on")) for s in st["rows"] + st["kept"] + st["theirs"])
     return dict(store=str(path), protocol_hash=curve["protocol_hash"], max_steps=curve["max_steps"],
                 patience=curve["patience"], rung=curve["rung"], ran_on=dict(sorted(ran_on.items())))
 
