@@ -301,6 +301,43 @@ def _fmt(x, f=".1f") -> str:
 def budget_status(bundle: dict) -> tuple[str, str]:
     """Whether a bundle's n50 are a property of the model or of its step budget: (label, text).
 
+    The bundle's own checks (:func:`own_budget_status`), and those of its second samples
+    (:func:`second_samples`: re-measurements of the same strings under the same protocol and
+    budget, whose own check, e.g. against a larger budget read from their strings, is evidence
+    about that budget too): the label is the strongest of them ("budget-limited" over "converged"
+    over "inconclusive" over "not checked"), the text says each.
+    """
+    label, text = own_budget_status(bundle)
+    for rec in second_samples(bundle):
+        other, said = own_budget_status(rec)
+        if other == "not checked":
+            continue
+        text += (f" A second run of the same strings under the same protocol and budget "
+                 f"({rec.get('origin') or 'another run'}) checked it too: {said}")
+        label = max(label, other, key=_LABEL_RANK.index)
+    return label, text
+
+
+#: :func:`budget_status`'s labels, weakest first: a check that moved outweighs one that did not,
+#: which outweighs one that could not tell.
+_LABEL_RANK = ("not checked", "inconclusive", "converged", "budget-limited")
+
+
+def second_samples(bundle: dict) -> list[dict]:
+    """The bundle's re-measurements (``"remeasured"``) of the very same conditions: source, protocol
+    and its settings (step budget and patience included), seed and strings per length. A second
+    run of those strings differs from the bundle only by what the runs ran on (float rounding: see
+    docs/engine.md), so a budget check of it speaks for the bundle's budget too."""
+    def key(r):
+        return [json.loads(json.dumps(r.get(k))) for k in ("source", "protocol", "settings", "seed", "samples")]
+
+    mine = key(bundle)
+    return [r for r in bundle.get("remeasured") or [] if key(r) == mine]
+
+
+def own_budget_status(bundle: dict) -> tuple[str, str]:
+    """:func:`budget_status` of the bundle's own checks, its second samples left out.
+
     Reads the bundle's "budget_check" (:func:`accesslib.experiments.bundling.budget_check`: n50
     re-measured with a larger step budget and patience) and its "budget_checks" (the same
     lengths and strings at both budgets, ``accesslib.experiments.beyond.budget_check``). A check

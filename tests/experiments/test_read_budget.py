@@ -279,3 +279,42 @@ def test_a_remeasured_slope_carries_the_stderr_its_n50_stderrs_give_it():
                samples=6, seed=0, curves=curves, slope=fit)
     rec = bundles.remeasure_record(run, "runs/x")
     assert rec["slope"] == out and run["slope"] is fit and rec["origin"] == "runs/x"
+
+
+def test_a_second_sample_checked_against_a_larger_budget_labels_the_shipped_bundle():
+    """A re-measurement of the same strings under the same protocol and budget (Gemma's gemma-9k read
+    at [A]'s 3000 / 500 beside the shipped gemma-n50) carries its check into the shipped bundle's
+    label: budget-limited outweighs an inconclusive own check; another budget, source, seed or
+    strings per length is not a second sample; a second sample without a check changes nothing."""
+    settings = dict(lr=0.01, max_steps=3000, patience=500, schedule=None)
+    shipped = dict(source="glove100k", protocol="paper", settings=settings, seed=0, samples=6, budget_ladder=dict(
+        m=1, rungs=[dict(max_steps=1000, patience=500, n50=9.0, stderr=0.8, compared_with=3000, moved=False),
+                    dict(max_steps=3000, patience=500, n50=9.5, stderr=1.0, shipped=True)]))
+    own = bundles.budget_status(shipped)
+    assert own[0] == "inconclusive" and bundles.own_budget_status(shipped) == own
+    check = dict(factor=3, read_from_run=True, ms={"1": dict(n50=11.4, stderr=1.2, n50_3x=None, n50_3x_low=16.2,
+                                                              moved=True)},
+                 settings=dict(max_steps=[3000, 9000], patience=[500, 1500]))
+    twin = dict(source="glove100k", protocol="paper", settings=dict(settings), seed=0, samples=6,
+                budget_check=check, origin="benchmarks/runs/bundles/gemma-3k")
+    b = dict(shipped, remeasured=[twin])
+    assert bundles.second_samples(b) == [twin]
+    label, text = bundles.budget_status(b)
+    assert label == "budget-limited" and text.startswith(own[1])
+    assert ("A second run of the same strings under the same protocol and budget (benchmarks/runs/bundles/gemma-3k) "
+            "checked it too: Budget-limited: with 3x the step budget n50 moved by more than its standard error "
+            "(m = 1: 11.4 with 3000 steps, at least 16.2 (strings still being crammed) with 9000)") in text
+    # not second samples: another budget, source, seed, strings per length
+    for change in (dict(settings=dict(settings, max_steps=9000, patience=1500)), dict(source="tokens"),
+                   dict(seed=1), dict(samples=12)):
+        other = dict(b, remeasured=[dict(twin, **change)])
+        assert bundles.second_samples(other) == [] and bundles.budget_status(other) == own
+    # a second sample that stayed put settles an inconclusive own check; one without a check says nothing
+    still = dict(check, ms={"1": dict(check["ms"]["1"], n50_3x=11.9, stderr_3x=1.3, moved=False)})
+    assert bundles.budget_status(dict(shipped, remeasured=[dict(twin, budget_check=still)]))[0] == "converged"
+    bare = {k: v for k, v in twin.items() if k != "budget_check"}
+    assert bundles.budget_status(dict(shipped, remeasured=[bare])) == own
+    # an own check that moved is not undone by a second sample that did not
+    moved = dict(shipped, budget_ladder=dict(shipped["budget_ladder"], rungs=[
+        dict(shipped["budget_ladder"]["rungs"][0], moved=True), shipped["budget_ladder"]["rungs"][1]]))
+    assert bundles.budget_status(dict(moved, remeasured=[dict(twin, budget_check=still)]))[0] == "budget-limited"
