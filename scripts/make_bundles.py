@@ -192,28 +192,38 @@ def budget_table(names, directory=None) -> list[str]:
         b = bundles.load("cram", name, directory)
         label, text = bundles.budget_status(b)
         chk = b.get("budget_check")
-        if not chk:
+        # its own check, then those of its second samples (the same strings, protocol and budget run
+        # again, checked against a larger budget read from their own strings)
+        checks = ([(chk, name)] if chk else []) + [
+            (t["budget_check"], f"{name}, second run ({t.get('origin') or 'another run'})")
+            for t in bundles.second_samples(b) if t.get("budget_check")]
+        if not checks:
             out.append(f"| {name} | {label} | - | - | - | - | - | - | - | - |")
             if b.get("budget_ladder"):   # checked by its ladder only (below): say how far that goes
                 said = text.split(". n50 at")[0]
                 notes.append(f"- {name}: no check with a larger step budget *and* patience; {said[:1].lower()}{said[1:]}"
                              " (its budget ladder, below).")
             continue
-        st = chk["settings"]
         own = {int(c["m"]): c["lengths"] for c in b["curves"]}
-        for m, r in sorted(chk["ms"].items(), key=lambda kv: int(kv[0])):
-            wall = fmt(chk["wall_time"], ".0f")
-            if r.get("strings_from_store") and not r.get("strings_crammed"):
-                wall += " (all from the store: an earlier run crammed them)"
-            out.append(f"| {name} | {label} | {m} | {st['max_steps'][0]}, {st['patience'][0]} | "
-                       f"{fmt(r['n50'])} ± {fmt(r['stderr'])} | {st['max_steps'][1]}, {st['patience'][1]} | "
-                       f"{fmt(r['n50_3x'])} ± {fmt(r['stderr_3x'])} | "
-                       f"{'-' if r['moved'] is None else ('yes' if r['moved'] else 'no')} "
-                       f"({fmt(r['shift'], '+.1f')}) | {sum(r['totals_3x'])} | {wall} |")
-            if st.get("search") == "grid" and list(r.get("lengths_3x") or []) != list(own.get(int(m)) or []):
-                notes.append(f"- {name}, m = {m}: the larger budget was measured at n = "
-                             f"{', '.join(map(str, r['lengths_3x']))} (the bundle's lengths: "
-                             f"{', '.join(map(str, own.get(int(m)) or []))}).")
+        for chk, whose in checks:
+            st = chk["settings"]
+            for m, r in sorted(chk["ms"].items(), key=lambda kv: int(kv[0])):
+                wall = fmt(chk["wall_time"], ".0f")
+                if chk.get("read_from_run"):
+                    wall += " (both budgets read from one run's strings)"
+                elif r.get("strings_from_store") and not r.get("strings_crammed"):
+                    wall += " (all from the store: an earlier run crammed them)"
+                larger = (f"{fmt(r.get('n50_3x'))} ± {fmt(r.get('stderr_3x'))}"
+                          if r.get("n50_3x") is not None or r.get("n50_3x_low") is None else
+                          f"at least {fmt(r['n50_3x_low'])} (strings still being crammed)")
+                out.append(f"| {whose} | {label} | {m} | {st['max_steps'][0]}, {st['patience'][0]} | "
+                           f"{fmt(r['n50'])} ± {fmt(r['stderr'])} | {st['max_steps'][1]}, {st['patience'][1]} | "
+                           f"{larger} | {'-' if r['moved'] is None else ('yes' if r['moved'] else 'no')} "
+                           f"({fmt(r['shift'], '+.1f')}) | {sum(r['totals_3x'])} | {wall} |")
+                if st.get("search") == "grid" and list(r.get("lengths_3x") or []) != list(own.get(int(m)) or []):
+                    notes.append(f"- {name}, m = {m}: the larger budget was measured at n = "
+                                 f"{', '.join(map(str, r['lengths_3x']))} (the bundle's lengths: "
+                                 f"{', '.join(map(str, own.get(int(m)) or []))}).")
     if notes:
         out += [""] + notes
     ladders = [(name, b["budget_ladder"]) for name in names

@@ -318,3 +318,24 @@ def test_a_second_sample_checked_against_a_larger_budget_labels_the_shipped_bund
     moved = dict(shipped, budget_ladder=dict(shipped["budget_ladder"], rungs=[
         dict(shipped["budget_ladder"]["rungs"][0], moved=True), shipped["budget_ladder"]["rungs"][1]]))
     assert bundles.budget_status(dict(moved, remeasured=[dict(twin, budget_check=still)]))[0] == "budget-limited"
+
+
+def test_the_budget_table_shows_a_second_samples_check(tmp_path, load_script):
+    """The results tables' budget check row of a bundle checked only through a second sample: its
+    check, named as the second run's, with the least n50 the open strings can give."""
+    settings = dict(lr=0.01, max_steps=3000, patience=500)
+    check = dict(factor=3, read_from_run=True, wall_time=0.0, ms={"1": dict(
+        n50=11.4, stderr=1.2, n50_3x=None, stderr_3x=None, n50_3x_low=16.2, moved=True, shift=3.9,
+        lengths_3x=[6, 12], totals_3x=[6, 6], strings_crammed=0, strings_from_store=12)},
+        settings=dict(max_steps=[3000, 9000], patience=[500, 1500], search="grid"))
+    twin = dict(source="glove100k", protocol="paper", settings=settings, seed=0, samples=6, budget_check=check,
+                origin="runs/gemma-3k")
+    b = dict(kind="cram", model="m-g", source="glove100k", protocol="paper", settings=settings, seed=0, samples=6,
+             curves=[dict(m=1, lengths=[6, 12], successes=[5, 1], totals=[6, 6], n50=9.5, n50_stderr=1.0)],
+             remeasured=[twin])
+    bundles.save(b, tmp_path)
+    table = "\n".join(load_script("scripts/make_bundles.py").budget_table(["m-g"], tmp_path))
+    assert ("| m-g, second run (runs/gemma-3k) | budget-limited | 1 | 3000, 500 | 11.4 ± 1.2 | 9000, 1500 | "
+            "at least 16.2 (strings still being crammed) | yes (+3.9) | 12 | 0 (both budgets read from one run's "
+            "strings) |") in table
+    assert "m-g: no check" not in table
