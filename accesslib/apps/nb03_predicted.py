@@ -222,17 +222,21 @@ def remeasured_html(bundle, ball: float | None = None) -> str:
         slopes.append(f"<b>a = {fit[2]:.2f}{'' if se is None else f' ± {se:.2f}'}</b> on "
                       f"{html.escape(SHORT_TARGETS.get(fit[4], str(fit[4])))} at {fit[5]}, m = {fit[0]}..{fit[1]}"
                       f" ({', '.join(notes)})")
+    twins = bundles.second_samples(bundle)
     head = (f"<b>Re-measured</b> {len(records)} time{'s' if len(records) > 1 else ''} under other protocols, "
-            "targets or step budgets (the orange squares"
-            + (", their slopes the dashed lines): " if slopes else ")."))
+            "targets or step budgets" + (", or again under the same ones" if twins else "")
+            + " (the orange squares" + (", their slopes the dashed lines): " if slopes else ")."))
     return (head + " · ".join(slopes)
-            + f"<details><summary>each re-measurement</summary>{_remeasured_lines(records, ball)}</details>")
+            + f"<details><summary>each re-measurement</summary>{_remeasured_lines(records, ball, twins)}</details>")
 
 
-def _remeasured_lines(records, ball) -> str:
-    """The folded lines of :func:`remeasured_html`, one per record."""
+def _remeasured_lines(records, ball, twins=()) -> str:
+    """The folded lines of :func:`remeasured_html`, one per record; a second sample (``twins``:
+    the same strings, protocol and budget run again) is named one."""
     lines = []
     for rec in records:
+        again = (" (the same strings, protocol and budget as the shipped curve: a second run of it, whose "
+                 "budget check counts for the shipped curve too)" if any(rec is t for t in twins) else "")
         settings = rec.get("settings") or {}
         label = bundles.budget_status(rec)[0]
         ladder = bundles.ladder_text(rec, own="the run's")
@@ -246,7 +250,7 @@ def _remeasured_lines(records, ball) -> str:
             f"{bundles.budget_words(settings.get('max_steps'), settings.get('patience'))} (steps / patience"
             + (f", read from the strings of a run with {bundles.budget_words(rf.get('max_steps'), rf.get('patience'))}"
                if rf else "") + "), "
-            f"{_strings_text(*_strings_range(rec))} strings per length: "
+            f"{_strings_text(*_strings_range(rec))} strings per length{again}: "
             + (html.escape(ladder) + " " if ladder else "")
             + (f"{html.escape(per_m)}. " if per_m else "")
             + (f"Slope a = {sl:.2f}{'' if se is None else f' ± {se:.2f}'}"

@@ -892,3 +892,30 @@ def test_marker_labels_end_before_the_lines_end_labels():
         assert Text.get_window_extent(t, renderer).x1 < start
     moved = [t for t in texts if t.xyann[0] < 0]
     assert moved and all(t.arrow_patch.get_visible() for t in moved if t.xyann[0] < -5)
+
+
+def test_a_second_run_of_the_shipped_curve_is_named_and_labels_it():
+    """A re-measurement of the very strings, protocol and budget of the shipped curve (Gemma's
+    gemma-9k read at [A]'s 3000 / 500) is named a second run in the folded lines and the head, and
+    its budget check makes the shipped curve's caveat budget-limited; another budget is not one."""
+    from accesslib.apps.nb03_predicted import bundle_caveats, remeasured_html
+
+    b = bundles.load("cram", "gemma-3-270m")
+    own = bundle_caveats(b)
+    twin = {k: b[k] for k in ("source", "protocol", "settings", "seed", "samples", "curves")}
+    twin.update(origin="runs/gemma-3k", read_from=dict(max_steps=9000, patience=1500), budget_check=dict(
+        factor=3, read_from_run=True, settings=dict(max_steps=[3000, 9000], patience=[500, 1500]),
+        ms={"1": dict(n50=11.0, stderr=1.1, n50_3x=None, n50_3x_low=16.2, moved=True)}))
+    with_twin = dict(b, remeasured=[twin])
+    cav = bundle_caveats(with_twin)
+    assert own["budget"] != "budget-limited" and not own["budget_limited"]
+    assert cav["budget"] == "budget-limited" and cav["budget_limited"]
+    assert cav["budget_text"].startswith(own["budget_text"]) and "(runs/gemma-3k) checked it too" in cav["budget_text"]
+    text = html.unescape(remeasured_html(with_twin))
+    assert "or again under the same ones (the orange squares)" in text
+    assert ("6 strings per length (the same strings, protocol and budget as the shipped curve: a second run of it, "
+            "whose budget check counts for the shipped curve too): m = 1:") in text
+    other = dict(twin, settings=dict(twin["settings"], max_steps=1000))
+    text = html.unescape(remeasured_html(dict(b, remeasured=[other])))
+    assert "again under the same ones" not in text and "second run" not in text
+    assert bundle_caveats(dict(b, remeasured=[other]))["budget"] == own["budget"]
