@@ -95,8 +95,16 @@ def test_gemma_under_the_published_protocol(readme):
     (c,) = gemma["curves"]
     low = rung(gemma, 1000, 500)
     says(readme, f"n50 = {c['n50']:.1f} ± {c['n50_stderr']:.1f} at m = 1, against [A]'s slope of 22.97")
-    assert bundles.budget_status(gemma)[0] == "inconclusive" and low["moved"] is False
-    says(readme, "*inconclusive*: 1000 steps give the same n50, but at the same patience")
+    assert bundles.own_budget_status(gemma)[0] == "inconclusive" and low["moved"] is False
+    (twin,) = bundles.second_samples(gemma)                     # gemma-9k read at [A]'s 3000 / 500
+    (t,) = twin["curves"]
+    r = twin["budget_check"]["ms"]["1"]
+    assert bundles.budget_status(gemma)[0] == "budget-limited" and r["moved"] is True
+    open_ = sum(r["open_3x"])
+    says(readme, f"Its label reads *budget-limited*: a second run of the same {sum(t['totals'])} strings",
+         f"reads [A]'s 3000 / 500 as {t['n50']:.1f} ± {t['n50_stderr']:.1f} and 9000 / 1500 as at least "
+         f"{r['n50_3x_low']:.1f} however its {open_} open strings end (+{r['shift']:.1f} combined standard errors "
+         "at least)", "(its own check, 1000 against 3000 steps, compared the steps at one patience only)")
 
 
 def test_which_knob_binds_is_the_shipped_maps(readme):

@@ -417,6 +417,7 @@ def test_03_q7_gemma_against_the_published_slope():
     against its own bounds (n*/n50), and what the budget label covers."""
     pytest.importorskip("torch")
     from accesslib.apps.nb03_predicted import PredictedApp
+    from accesslib.results import bundles
     from accesslib.results.bundles import single_point
 
     app = PredictedApp(canvas="agg", model="gemma-3-270m")
@@ -434,10 +435,18 @@ def test_03_q7_gemma_against_the_published_slope():
     assert me["line"] == "box+cells" and f"{me['eps_rel']:.3g}" == "0.0243"
     assert (round(me["C"], 1), round(me["C"] / n50, 1)) == (40.5, 4.2)
     assert "of the bundle's own run" in me["around"]
-    assert v["caveats"]["budget"] == "inconclusive"
+    assert v["caveats"]["budget"] == "budget-limited"
     assert v["caveats"]["budget_text"].startswith("Steps checked, patience not: with 3x the steps at the same patience")
     lad = {r["max_steps"]: r for r in b["budget_ladder"]["rungs"]}
     assert (round(lad[1000]["n50"], 1), round(lad[1000]["stderr"], 1)) == (9.0, 0.8)
+    assert bundles.own_budget_status(b)[0] == "inconclusive"      # its own check: the steps only
+    (twin,) = bundles.second_samples(b)                           # the same 36 strings, run again
+    assert sum(sum(c["totals"]) for c in twin["curves"]) == 36 and twin["read_from"]["max_steps"] == 9000
+    assert twin["settings"]["max_steps"] == 3000 and twin["settings"]["patience"] == 500
+    chk = twin["budget_check"]
+    assert chk["settings"]["max_steps"] == [3000, 9000] and chk["settings"]["patience"] == [500, 1500]
+    r = chk["ms"]["1"]
+    assert (round(r["n50"], 1), round(r["stderr"], 1), round(r["n50_3x_low"], 1), r["moved"]) == (11.4, 1.2, 17.2, True)
     text = html.unescape(app.readout.value)
     for words in ("ratio n*/n50 = 44.7×", "(n*/n50 at m = 1: 4.2×)", "slope 22.97",
                   "n50 at m = 1 is ×0.42 their slope × m = 23.0"):
@@ -445,8 +454,10 @@ def test_03_q7_gemma_against_the_published_slope():
     says(answers("03-predicted-vs-measured.ipynb"), "It was measured at m = 1 only",
          "n50 = 9.5 ± 1.0, less than half of [A]'s slope of 22.97 (×0.42 of their line at m = 1",
          "The ball bound there is 426.7, 44.7 times the n50; at the measured ε (0.0243·r∞) box+cells gives 40.5, 4.2 times.",
-         "The label reads *inconclusive*: 1000 steps give 9.0 ± 0.8, as close as its standard error, but at [A]'s "
-         "patience of 500, which was not tripled with the steps")
+         "The label reads *budget-limited*. Its own check is only of the steps (1000 steps give 9.0 ± 0.8, at the "
+         "same patience of 500), but a second run of the same 36 strings with three times [A]'s steps and patience "
+         "(the orange square at m = 1) reads [A]'s 3000 / 500 as 11.4 ± 1.2 and 9000 / 1500 as at least 17.2 "
+         "however its open strings end")
 
 
 def test_03_q8_smollm2_remeasured_under_the_published_protocol():

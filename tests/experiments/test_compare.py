@@ -113,9 +113,10 @@ def test_the_committed_smollm2_runs_summed_alike_cram_at_the_same_steps(tmp_path
     assert c["n50_diff"] == 0.0
 
 
-def test_gemmas_two_runs_part_at_1000_500(tmp_path):
+def test_gemmas_two_runs_part_at_1000_500_and_3000_500(tmp_path):
     """docs/gemma.md: `gemma-n50` and `gemma-9k` (the same 36 strings, [A]'s protocol; the second
-    still running, but past step 1,000 on every string, so 1000 / 500 is decided) are two samples."""
+    still running, but every string's outcome within 3000 / 500 known since 7 December, 12:04 UTC)
+    are two samples, at 1000 / 500 and at [A]'s own 3000 / 500."""
     import shutil
     from pathlib import Path
 
@@ -127,3 +128,8 @@ def test_gemmas_two_runs_part_at_1000_500(tmp_path):
         36, 9, 0, 0, 2, 25, 0)
     assert [round(c[x]["rung"][k], 1) for x in "ab" for k in ("n50", "stderr")] == [9.0, 0.8, 10.0, 0.7]
     assert round(c["z"], 1) == -1.0
+    (c,) = compare_runs(tmp_path / "gemma-n50.sqlite", tmp_path / "gemma-9k.sqlite", (3000, 500))
+    assert (c["strings"], c["both"], c["same_step"], c["only_a"], c["only_b"], c["neither"], c["open"]) == (
+        36, 10, 0, 0, 3, 23, 0)
+    assert [round(c[x]["rung"][k], 1) for x in "ab" for k in ("n50", "stderr")] == [9.5, 1.0, 11.4, 1.2]
+    assert round(c["z"], 1) == -1.2
