@@ -119,12 +119,15 @@ def remeasured_points(bundle) -> list[tuple]:
     :func:`remeasured_fits`). The runs of one source and seed (the same strings, other budgets) are taken together, by
     m and then by budget: a rung two runs share (the same budget and n50) is drawn once, and
     budgets with the same n50 and stderr at one m share one marker ("random tokens, 3,000 / 500 =
-    9,000 / 500"). A replicate with another seed keeps markers of its own."""
+    9,000 / 500"). A replicate with another seed keeps markers of its own; a second sample of the
+    shipped curve (:func:`accesslib.results.bundles.second_samples`) is labelled "(second run)"."""
     by_strings = {}   # (source, seed) -> [(m, rung, budget words)], first seen first
     slopes = {}       # (source, seed, largest m, budget words) -> the slope's words
+    twins = bundles.second_samples(bundle)
     for rec in bundle.get("remeasured") or []:
         key = (rec.get("source"), rec.get("seed"))
-        by_strings.setdefault(key, []).extend(bundles.remeasure_rungs(rec))
+        again = " (second run)" if any(rec is t for t in twins) else ""   # the shipped curve run again
+        by_strings.setdefault(key, []).extend((m, r, words + again) for m, r, words in bundles.remeasure_rungs(rec))
         if (fit := _remeasured_fit(rec)) is not None:
             slopes[(*key, fit[1], fit[5])] = fit[6]
     out = []

@@ -263,7 +263,7 @@ def plot_model_bounds(ax, *, m_max=5, title=""):
                                                                    mec=COLORS["measured"], ms=6))
     # the model measured again by another run (another protocol, targets or budget): hollow squares
     remeasured = ax.errorbar([], [], yerr=[], color=COLORS["paper_rule"], zorder=4,
-                             label="n50 re-measured (another protocol or targets)",
+                             label="n50 re-measured by another run",
                              **dict(STYLE["marker"], marker="s", mfc="white", mec=COLORS["paper_rule"], ms=6))
     ax.set_xlabel("m (prompt vectors)", fontsize=STYLE["font"])
     ax.set_ylabel("output length n (tokens)", fontsize=STYLE["font"])

@@ -368,7 +368,7 @@ def test_the_shipped_smollm2_bundle_shows_its_remeasurement_under_the_published_
     assert "Step budget: <b>budget-limited</b>" in txt
     assert "uniform random token ids" in txt and "Step budget: <b>inconclusive</b>" in txt
     assert app.remeasured_points == remeasured_points(b)
-    assert "n50 re-measured (another protocol or targets)" in [t.get_text() for t in
+    assert "n50 re-measured by another run" in [t.get_text() for t in
                                                                app.art["ax"].get_legend().get_texts()]
     rows = [r for r in app.data_rows() if r["panel"] == "n50 re-measured"]
     assert [(r["m"], r["label"]) for r in rows] == [(p[0], p[3]) for p in app.remeasured_points]
@@ -920,7 +920,11 @@ def test_a_second_run_of_the_shipped_curve_is_named_and_labels_it():
     assert "or again under the same ones (the orange squares)" in text
     assert ("6 strings per length (the same strings, protocol and budget as the shipped curve: a second run of it, "
             "whose budget check counts for the shipped curve too): m = 1:") in text
+    from accesslib.apps.nb03_predicted import remeasured_points
+    assert [p[3] for p in remeasured_points(with_twin)] == ["[A]'s words, 3,000 / 500 (second run)"]
+    assert [p[3] for p in remeasured_points(shipped)] == ["[A]'s words, 3,000 / 500 (second run)"]
     other = dict(twin, settings=dict(twin["settings"], max_steps=1000))
+    assert [p[3] for p in remeasured_points(dict(b, remeasured=[other]))] == ["[A]'s words, 1,000 / 500"]
     text = html.unescape(remeasured_html(dict(b, remeasured=[other])))
     assert "again under the same ones" not in text and "second run" not in text
     assert bundle_caveats(dict(b, remeasured=[other]))["budget"] == own["budget"]
