@@ -213,9 +213,8 @@ def budget_table(names, directory=None) -> list[str]:
                     wall += " (both budgets read from one run's strings)"
                 elif r.get("strings_from_store") and not r.get("strings_crammed"):
                     wall += " (all from the store: an earlier run crammed them)"
-                larger = (f"{fmt(r.get('n50_3x'))} ± {fmt(r.get('stderr_3x'))}"
-                          if r.get("n50_3x") is not None or r.get("n50_3x_low") is None else
-                          f"at least {fmt(r['n50_3x_low'])} (strings still being crammed)")
+                larger = ((r.get("n50_3x") is None and bundles.open_n50_text(r))
+                          or f"{fmt(r.get('n50_3x'))} ± {fmt(r.get('stderr_3x'))}")
                 out.append(f"| {whose} | {label} | {m} | {st['max_steps'][0]}, {st['patience'][0]} | "
                            f"{fmt(r['n50'])} ± {fmt(r['stderr'])} | {st['max_steps'][1]}, {st['patience'][1]} | "
                            f"{larger} | {'-' if r['moved'] is None else ('yes' if r['moved'] else 'no')} "

@@ -241,14 +241,18 @@ def add_remeasure(bundle: dict, run: dict, origin: str) -> dict:
     if run.get("model") != bundle.get("model"):
         raise ValueError(f"the re-measurement is of model {run.get('model')!r}, the bundle of {bundle.get('model')!r}")
     rec = remeasure_record(run, origin)
-
-    def same(r):
-        return all(r.get(k) == rec.get(k) for k in ("source", "protocol", "settings", "seed", "samples"))
-
+    mine = run_conditions(rec)
     records = list(bundle.get("remeasured") or [])
-    at = next((i for i, r in enumerate(records) if same(r)), len(records))
-    bundle["remeasured"] = records[:at] + [rec] + [r for r in records[at:] if not same(r)]
+    at = next((i for i, r in enumerate(records) if run_conditions(r) == mine), len(records))
+    bundle["remeasured"] = records[:at] + [rec] + [r for r in records[at:] if run_conditions(r) != mine]
     return rec
+
+
+def run_conditions(bundle: dict) -> list:
+    """What makes two bundles (or re-measurement records) runs of the very same strings under the same
+    protocol and budget: source, protocol, its settings (steps and patience included), seed and
+    strings per length, JSON-normalised (tuples as lists)."""
+    return [json.loads(json.dumps(bundle.get(k))) for k in ("source", "protocol", "settings", "seed", "samples")]
 
 
 def add_budget_map(bundle: dict, mp: dict) -> dict:
@@ -328,11 +332,15 @@ def second_samples(bundle: dict) -> list[dict]:
     and its settings (step budget and patience included), seed and strings per length. A second
     run of those strings differs from the bundle only by what the runs ran on (float rounding: see
     docs/engine.md), so a budget check of it speaks for the bundle's budget too."""
-    def key(r):
-        return [json.loads(json.dumps(r.get(k))) for k in ("source", "protocol", "settings", "seed", "samples")]
+    mine = run_conditions(bundle)
+    return [r for r in bundle.get("remeasured") or [] if run_conditions(r) == mine]
 
-    mine = key(bundle)
-    return [r for r in bundle.get("remeasured") or [] if key(r) == mine]
+
+def open_n50_text(check_row: dict) -> str | None:
+    """A budget check's larger-budget n50 where that budget's strings are still open (read from a run
+    still going: its ``n50_3x_low``), "at least 17.2 (strings still being crammed)"; None without one."""
+    low = check_row.get("n50_3x_low")
+    return None if low is None else f"at least {low:.1f} (strings still being crammed)"
 
 
 def own_budget_status(bundle: dict) -> tuple[str, str]:
@@ -359,8 +367,8 @@ def own_budget_status(bundle: dict) -> tuple[str, str]:
         steps = st.get("max_steps") or [None, None]
         for m, r in sorted((chk.get("ms") or {}).items(), key=lambda kv: int(kv[0])):
             larger = r.get("n50_3x")
-            if larger is None and r.get("n50_3x_low") is not None:   # read from a run whose strings are open
-                larger = f"at least {r['n50_3x_low']:.1f} (strings still being crammed)"
+            if larger is None:   # read from a run whose strings are open: the least n50 they can give
+                larger = open_n50_text(r)
             rows.append((int(m), r.get("n50"), larger, r.get("moved"), steps[0], steps[1], chk.get("factor")))
     for c in bundle.get("budget_checks") or []:
         shift = c.get("shift")
