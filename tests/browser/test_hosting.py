@@ -179,15 +179,23 @@ def _screens(page, stem):
 
 
 def _unroll(page):
-    """Voila scrolls the page inside an element: let it grow, so that a full-page screenshot
-    holds the whole page."""
+    """Voila scrolls the page inside an element (``#rendered_cells``, absolutely placed in a
+    Lumino panel of the window's height): let it and every element around it grow, so that a
+    full-page screenshot holds the whole page. Lumino lays its panels out again on a resize, so
+    call this after any resize."""
     page.evaluate("""() => {
-      for (const el of [document.documentElement, document.body, ...document.querySelectorAll('body *')]) {
-        const cs = getComputedStyle(el);
-        if (['auto', 'scroll', 'hidden'].includes(cs.overflowY) && el.scrollHeight > el.clientHeight + 1) {
+      const scrollers = [...document.querySelectorAll('body *')].filter(el =>
+        ['auto', 'scroll', 'hidden'].includes(getComputedStyle(el).overflowY)
+        && el.clientHeight >= window.innerHeight / 2 && el.scrollHeight > el.clientHeight + 1);
+      for (const s of scrollers) {
+        for (let el = s; el && el !== document.documentElement; el = el.parentElement) {
+          el.scrollTop = 0;
+          if (getComputedStyle(el).position === 'absolute') el.style.position = 'static';
+          el.style.contain = 'none';   // Lumino's 'contain: strict' fixes a panel's size
           el.style.overflow = 'visible'; el.style.height = 'auto'; el.style.maxHeight = 'none';
         }
       }
+      window.scrollTo(0, 0);
     }""")
 
 
@@ -288,9 +296,12 @@ def test_every_page_at_laptop_sizes_asks_nothing_from_outside(voila_server, brow
     fit = _apps_fit(pg)
     _screens(pg, f"{name}-1280x800")
     _unroll(pg)   # last: the whole page, at both widths
+    wait_idle(pg, 1000)
     pg.screenshot(path=str(SHOTS / f"{name}-1280-page.png"), full_page=True)
     pg.set_viewport_size(WIDE)
     wait_idle(pg, 1000)
+    _unroll(pg)
+    wait_idle(pg, 500)
     pg.screenshot(path=str(SHOTS / f"{name}-1400-page.png"), full_page=True)
     assert outside == [], f"{notebook} asked hosts outside 127.0.0.1: {outside}"
     assert not [e for e in console if "ERR_FAILED" in e or "net::" in e], console
