@@ -649,7 +649,9 @@ def _open_store(path, *, must_exist=True):
         p = os.path.expanduser(path)
         if must_exist and not os.path.isfile(p):
             fail("--store", "an existing results store file", path)
-    return ResultsStore(p)   # a bad file raises StoreError: one line naming the file and the cause
+    # a command that reads a store (must_exist) changes nothing in it, and reads a read-only file;
+    # a bad file raises StoreError: one line naming the file and the cause
+    return ResultsStore(p, readonly=must_exist)
 
 
 def _store_filters(args) -> dict:

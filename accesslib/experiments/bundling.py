@@ -61,7 +61,7 @@ def stored_memory(store, bundle: dict, near: float):
     from accesslib.experiments.curves import protocol_hash_for
 
     if not isinstance(store, ResultsStore):
-        store = ResultsStore(store)
+        store = ResultsStore(store, readonly=True)
     settings = _base_settings(bundle["settings"], from_json=True)
     rows = [r for r in store.rows(memory=True, model=bundle["model"], m=1, source=bundle["source"],
                                   seed=int(bundle.get("seed", 0)), protocol_hash=protocol_hash_for(settings))
@@ -450,7 +450,7 @@ def derived_rung(store, bundle: dict, m: int, max_steps: int, patience: int | No
         raise ValueError(f"a {max_steps}-step rung is read from the steps of the bundle's strings: give the "
                          "results store they were crammed into (store=..., --store)")
     if not isinstance(store, ResultsStore):
-        store = ResultsStore(store)
+        store = ResultsStore(store, readonly=True)
     ph = protocol_hash_for(settings)
     samples, lengths = int(bundle["samples"]), [int(n) for n in own[m]["lengths"]]
     successes, totals, short, unknown = [], [], [], 0
@@ -607,7 +607,7 @@ def live_ladder(store, budgets, *, keep_strings: bool = False, **filters) -> dic
     from accesslib.engine.cramming import kept_states
 
     if not isinstance(store, ResultsStore):
-        store = ResultsStore(store)
+        store = ResultsStore(store, readonly=True)
     budgets = sorted({(int(b[0]), int(b[1])) for b in budgets})
     if any(a < 1 or b < 1 for a, b in budgets):
         raise ValueError(f"budgets must be (max_steps, patience) pairs of whole numbers >= 1; got {budgets}")
@@ -882,7 +882,7 @@ def budget_map(store, steps, patiences, **filters) -> dict:
         raise ValueError(f"a budget map needs step budgets and patiences, whole numbers >= 1; got steps "
                          f"{steps or 'none'} and patiences {patiences or 'none'}")
     if not isinstance(store, ResultsStore):
-        store = ResultsStore(store)
+        store = ResultsStore(store, readonly=True)
     # each run's own steps and patience join the axes: its budget first (no budget read), then the grid
     runs = {(c["max_steps"], c["patience"]) for c in live_ladder(store, [], **filters)["curves"]
             if c["max_steps"] is not None}
@@ -1040,7 +1040,7 @@ def read_budget_bundle(store, model: str, max_steps: int, patience: int, *, sour
 
     max_steps, patience = check_int("max_steps", max_steps, 1), check_int("patience", patience, 1)
     if not isinstance(store, ResultsStore):
-        store = ResultsStore(store)
+        store = ResultsStore(store, readonly=True)
     filters = dict(model=model) if source is None else dict(model=model, source=source)
     if not store.count(**filters):
         raise ValueError(f"the store {store.path} holds no finished string of {model!r}"

@@ -30,6 +30,12 @@ library), :meth:`ResultsStore.to_pandas` and :meth:`ResultsStore.to_parquet` (pa
 pyarrow, imported when called), :meth:`ResultsStore.summary` (one row per curve with its n50
 fit); the command line is ``accesslib store export | summary | merge``.
 
+Reading someone else's results: ``ResultsStore(path, readonly=True)`` opens an existing store
+without changing a byte of it (no WAL switch, no schema upgrade, no folder created), also a
+read-only file or one on a read-only disk; the ``accesslib store`` commands that only read
+(summary, export, ladder, map, compare, pace, backup) open it so. A store of an older layout
+(without the columns and tables added since) is read through an upgraded temporary copy.
+
 Only numpy and the stdlib are imported here (pandas, pyarrow and scipy when a method needs
 them): memory vectors are stored as float32 bytes and given back as numpy arrays.
 """
@@ -512,10 +518,10 @@ class _Handle:
     garbage collection.
     """
 
-    __slots__ = ("path", "timeout", "pid", "lock", "conn", "__weakref__")
+    __slots__ = ("path", "timeout", "readonly", "pid", "lock", "conn", "__weakref__")
 
-    def __init__(self, path: Path, timeout: float):
-        self.path, self.timeout, self.pid = path, timeout, os.getpid()
+    def __init__(self, path: Path, timeout: float, readonly: bool = False):
+        self.path, self.timeout, self.readonly, self.pid = path, timeout, readonly, os.getpid()
         self.lock = threading.Lock()
         self.conn: sqlite3.Connection | None = None
         with _HANDLES_LOCK:
@@ -524,7 +530,8 @@ class _Handle:
     def open(self):
         # isolation_level=None: autocommit, so one INSERT is one committed transaction.
         # check_same_thread=False only so a fork hook or finaliser in another thread may close it.
-        conn = sqlite3.connect(_uri(self.path), uri=True, timeout=self.timeout, isolation_level=None,
+        uri = _read_uri(self.path) if self.readonly else _uri(self.path)
+        conn = sqlite3.connect(uri, uri=True, timeout=self.timeout, isolation_level=None,
                                check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
         conn.execute("PRAGMA synchronous = NORMAL")  # durable at checkpoints in WAL mode
@@ -581,18 +588,21 @@ class ResultsStore:
     True
     """
 
-    def __init__(self, path: str | os.PathLike | None = None, *, timeout: float = 60.0):
+    def __init__(self, path: str | os.PathLike | None = None, *, timeout: float = 60.0, readonly: bool = False):
         check_float("timeout", timeout, 0, low_open=True)   # seconds a writer waits for the lock
         self.path = Path(path) if path is not None else default_path()
+        self.readonly = bool(readonly)
         if self.path.is_dir():
             fail("path", "a file, not a directory", str(self.path))
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise StoreError(self.path, f"not writable (cannot create the folder {self.path.parent}: "
-                                        f"{e.strerror or e})") from None
+        if not self.readonly:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise StoreError(self.path, f"not writable (cannot create the folder {self.path.parent}: "
+                                            f"{e.strerror or e})") from None
         _warn_if_network(self.path)
         self.timeout = float(timeout)
+        self._read_path = self.path   # the file read (a read-only store of an older layout: an upgraded copy)
         self._local = threading.local()
         self._runs_lock = threading.Lock()
         self._runs_cache: tuple[int, dict] = (0, {})
@@ -600,22 +610,32 @@ class ResultsStore:
 
     # --- connections -------------------------------------------------------------------
     def __getstate__(self):  # picklable for Dask/multiprocessing: connections are per process
-        return {"path": self.path, "timeout": self.timeout}
+        return {"path": self.path, "timeout": self.timeout, "readonly": self.readonly,
+                "read_path": self._read_path}
 
     def __setstate__(self, state):
         self.path, self.timeout = state["path"], state["timeout"]
+        self.readonly = state.get("readonly", False)
+        self._read_path = state.get("read_path", self.path)
         self._local = threading.local()
         self._runs_lock = threading.Lock()
         self._runs_cache = (0, {})
 
     def __repr__(self):
-        return f"ResultsStore({str(self.path)!r})"
+        return f"ResultsStore({str(self.path)!r}{', readonly=True' if self.readonly else ''})"
 
     def _handle(self) -> "_Handle":
         h = getattr(self._local, "handle", None)
         if h is None or h.pid != os.getpid():
-            h = self._local.handle = _Handle(self.path, self.timeout)
+            # an upgraded copy is this object's own file: it is opened as any store is
+            ro = self.readonly and self._read_path == self.path
+            h = self._local.handle = _Handle(self._read_path, self.timeout, ro)
         return h
+
+    def _writing(self, what: str):
+        """StoreError unless this store may be written (it was not opened with readonly=True)."""
+        if self.readonly:
+            raise StoreError(self.path, f"opened read-only (readonly=True): cannot {what}")
 
     @contextmanager
     def _connection(self):
@@ -646,6 +666,8 @@ class ResultsStore:
         """Refuse a file that is not ours before writing a byte (:func:`_inspect` reads it
         read-only), then switch on WAL mode and create the tables of a new store."""
         state = _inspect(self.path, self.timeout)
+        if self.readonly:
+            return self._open_readonly(state)
         _check_writable(self.path)
         with self._connection() as conn:
             # several processes may create the same file at once
@@ -670,6 +692,39 @@ class ResultsStore:
                     except sqlite3.OperationalError as e:   # another process added it meanwhile
                         if "duplicate column" not in str(e):
                             raise
+
+    def _open_readonly(self, state: str):
+        """readonly=True: read the file as it is; a store of an older layout (without the
+        columns and tables added since schema 1 shipped) through an upgraded temporary copy."""
+        if state != "ours":
+            raise StoreError(self.path, "nothing to read ("
+                             + ("absent" if not self.path.exists() else "empty: no results yet") + ")")
+        with self._connection() as conn:
+            self.journal_mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            have = {r[1] for r in conn.execute("PRAGMA table_info(strings)")}
+        if {"inflight", "final_states"} <= tables and set(_ADDED_COLUMNS) <= have:
+            return
+        import shutil
+        import tempfile
+
+        self.close()
+        folder = tempfile.mkdtemp(prefix="accesslib-store-")
+        weakref.finalize(self, shutil.rmtree, folder, True)
+        copy = Path(folder) / self.path.name
+        src = sqlite3.connect(_read_uri(self.path), uri=True, timeout=self.timeout)
+        dst = sqlite3.connect(str(copy))
+        try:
+            src.backup(dst)   # one consistent snapshot, also while a run writes to the file
+        except sqlite3.Error as e:
+            raise StoreError(self.path, _sqlite_cause(e)) from None
+        finally:
+            dst.close()
+            src.close()
+        upgraded = ResultsStore(copy, timeout=self.timeout)   # adds the columns and tables
+        upgraded.close()
+        self._read_path = copy
+        self._local = threading.local()   # the next connection opens the copy
 
     def _retry_locked(self, conn, sql: str, what: str, attempts: int = 50):
         """Run one schema statement, waiting (up to ~1 minute) while another process holds the
@@ -770,6 +825,7 @@ class ResultsStore:
 
     def add_many(self, rows: Iterable[Mapping[str, Any]], settings: Mapping[str, Any] | None = None) -> int:
         """Insert several rows in one transaction; returns how many were new."""
+        self._writing("add strings")
         enc = [self._encode(r) for r in rows]
         if not enc:
             return 0
@@ -825,6 +881,7 @@ class ResultsStore:
 
     def _save_states(self, table: str, states: Mapping[str, tuple[bytes, int]]) -> None:
         """``key -> (state bytes, steps)`` into ``table`` (inflight or final_states), one transaction."""
+        self._writing(f"keep optimisation states ({table})")
         if not states:
             return
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -848,6 +905,7 @@ class ResultsStore:
 
     def drop_inflight(self, keys: Iterable[str]) -> None:
         """Forget the kept state of these strings (finished, or kept for settings that changed)."""
+        self._writing("drop kept states")
         keys = list(keys)
         if not keys:
             return
@@ -1090,6 +1148,7 @@ class ResultsStore:
         store file ``other`` that this store does not hold yet (same key: kept once; a string this
         store holds keeps its own final state, or none); returns how many strings were new.
         ``other`` is only read."""
+        self._writing("merge another store in")
         other = Path(other)
         if not other.is_file():
             fail("other", "an existing results store file", str(other))

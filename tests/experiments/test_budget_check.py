@@ -433,8 +433,13 @@ def test_smaller_budgets_are_read_from_the_steps_of_a_schedule_free_run(tmp_path
         bundling.derived_rung(store, saved, 1, 30, 120)
     with pytest.raises(ValueError, match="give the results store they were crammed into"):
         bundling.derived_rung(None, saved, 1, 30)
+    ResultsStore(tmp_path / "empty.sqlite").close()   # a store without strings
     with pytest.raises(ValueError, match=r"lacks strings of .* at m = 1 .*n = 2: 0 of 6.*run the bundle's command"):
         bundling.derived_rung(tmp_path / "empty.sqlite", saved, 1, 30)
+    # a store is only read: a wrong path is named, and no file is made there
+    with pytest.raises(ValueError, match=r"absent.sqlite: nothing to read \(absent\)"):
+        bundling.derived_rung(tmp_path / "absent.sqlite", saved, 1, 30)
+    assert not (tmp_path / "absent.sqlite").exists()
     fast = dict(saved, settings=dict(saved["settings"], schedule="warmup_cosine"))
     with pytest.raises(ValueError, match="schedule .*stretches with max_steps"):
         bundling.derived_rung(store, fast, 1, 30)
