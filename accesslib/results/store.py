@@ -582,6 +582,10 @@ if hasattr(os, "register_at_fork"):
 class ResultsStore:
     """A SQLite results store, safe to share between threads and processes on one host.
 
+    ``readonly=True`` reads an existing store without changing a byte of it (also a read-only
+    file) and refuses every write with a :class:`StoreError`; otherwise the file and its folder
+    are made when absent, and an older layout is upgraded in place.
+
     >>> store = ResultsStore("results.sqlite")            # doctest: +SKIP
     >>> store.add(dict(model="tiny", m=1, n=10, source="natural", target_ids=[5, 6],
     ...                seed=0, protocol_hash="abc", success=True))   # doctest: +SKIP
