@@ -631,9 +631,7 @@ class ResultsStore:
     def _handle(self) -> "_Handle":
         h = getattr(self._local, "handle", None)
         if h is None or h.pid != os.getpid():
-            # an upgraded copy is this object's own file: it is opened as any store is
-            ro = self.readonly and self._read_path == self.path
-            h = self._local.handle = _Handle(self._read_path, self.timeout, ro)
+            h = self._local.handle = _Handle(self._read_path, self.timeout, self.readonly)
         return h
 
     def _writing(self, what: str):
@@ -725,8 +723,7 @@ class ResultsStore:
         finally:
             dst.close()
             src.close()
-        upgraded = ResultsStore(copy, timeout=self.timeout)   # adds the columns and tables
-        upgraded.close()
+        ResultsStore(copy, timeout=self.timeout).close()   # adds the columns and tables; then read-only
         self._read_path = copy
         self._local = threading.local()   # the next connection opens the copy
 
