@@ -611,7 +611,8 @@ def _add_store(p: argparse.ArgumentParser):
     pa = sub.add_parser("pace", help="how fast a run goes, against an earlier copy of its store",
                         description="The steps the strings kept mid-way made since an earlier copy of the "
                                     "store (e.g. its last snapshot, `accesslib store backup`), per second: the "
-                                    "run's pace, and with --to-step when its open strings reach that step "
+                                    "run's pace (a string the running session took on since then counts from "
+                                    "its first step there, not from the copy), and with --to-step when its open strings reach that step "
                                     "at that pace (at the latest: strings that end by their patience or cram "
                                     "finish sooner). Both files are only read.")
     pa.add_argument("--since", required=True, metavar="FILE", help="the earlier copy of the store")
@@ -1220,8 +1221,13 @@ def _run_store_pace(args) -> int:
         except ValueError:
             fail("--running-since", "an ISO time with its UTC offset (e.g. 2026-12-06T18:46:00+00:00)",
                  args.running_since)
+    from accesslib.engine.cramming import kept_states
+
     store = _open_store(args.store)
     now = store.inflight()
+    # where each string's kept state says when this session took it on (model loaded, store read back)
+    went = {k["key"]: k["went_on"] for k in kept_states(store)["states"]}
+    now = [dict(k, went_on=went.get(k["key"])) for k in now]
     # the earlier copy is only read, never changed
     pace = kept_pace(now, read_inflight(since), running_since=args.running_since)
     if pace is None:

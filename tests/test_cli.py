@@ -322,6 +322,8 @@ def test_store_backup(tmp_path, capsys):
 
 
 def test_kept_pace_is_the_median_strings_steps_over_its_time():
+    from datetime import datetime, timezone
+
     from accesslib.results.store import kept_pace
     before = [dict(key="a", steps=100, updated_at="2026-12-06T06:00:00+00:00"),
               dict(key="b", steps=200, updated_at="2026-12-06T06:00:30+00:00"),
@@ -341,6 +343,18 @@ def test_kept_pace_is_the_median_strings_steps_over_its_time():
     later = kept_pace(now, before, running_since="2026-12-06T06:02:00+00:00")
     assert later == dict(strings=2, steps=40, seconds=60.0, seconds_per_step=1.5, open=5, lowest_step=10)
     assert kept_pace(now, before, running_since="2026-12-06T05:00:00+00:00") == pace   # running before the copy
+    # a string's kept state says when the session writing now took it on (its first step there: after its
+    # model loaded): a counts from 06:02:30 at step 130 (30 steps in 30 s), and "new", not kept before, from
+    # 06:02:50 at step 0 (10 steps in 10 s); d took it on before the copy was kept (counted from the copy)
+    at = datetime(2026, 12, 6, 6, 2, 30, tzinfo=timezone.utc).timestamp()
+    went = [dict(now[0], went_on=(130, at)), now[1], now[2], dict(now[3], went_on=(0, at + 20)),
+            dict(now[4], went_on=(300, at - 3600))]
+    # (1.0, 1.0, 3.0 and 4.5 s per step: the upper median is b's)
+    assert kept_pace(went, before) == dict(strings=4, steps=20, seconds=60.0, seconds_per_step=3.0, open=5,
+                                           lowest_step=10)
+    # started at 06:02: b was saved again before then (left out), d counts from then (40 steps in 60 s)
+    assert kept_pace(went, before, running_since="2026-12-06T06:02:00+00:00") == dict(
+        strings=3, steps=30, seconds=30.0, seconds_per_step=1.0, open=5, lowest_step=10)
 
 
 def test_store_pace_against_an_earlier_copy(tmp_path, capsys):

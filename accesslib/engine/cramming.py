@@ -441,7 +441,7 @@ BUCKET_MIN_PARAMS = 20_000_000
 class _Row:
     """One string's place in the queue and, once active, its optimisation state."""
     __slots__ = ("index", "ids", "m", "tag", "init", "key", "resume", "resumed_at", "acc_history", "extended",
-                 "ran_on")
+                 "ran_on", "went_on")
 
     def __init__(self, index, ids, m, tag, init, key=None, resume=None):
         self.index, self.ids, self.m, self.tag, self.init = index, ids, m, tag, init
@@ -455,6 +455,8 @@ class _Row:
             self.acc_history = None if kept is None else [list(p) for p in kept]
         # StringResult.ran_on so far (a kept state from before it was recorded: from its step on)
         self.ran_on = [dict(s) for s in (resume.get("ran_on") or [])] if resume else []
+        # (step, Unix time) at which this session took the string on: its pace is counted from here
+        self.went_on = None
 
 
 #: the engine's own sources: a change in any of them may change the order of a step's sums
@@ -670,7 +672,9 @@ class CramSession:
             for key in ("step", "next_check", "backoff"):
                 st[key] += per_row[key]
         self._note_environment(rows, per_row["step"])
-        for r in rows:
+        now = time.time()
+        for r, step in zip(rows, per_row["step"]):
+            r.went_on = (int(step), now)
             self.resumed += r.resume is not None
             self.extended += r.extended
             r.init = r.resume = None
@@ -1169,7 +1173,8 @@ class CramSession:
                     step=int(st["step"][j]), next_check=int(st["next_check"][j]),
                     backoff=int(st["backoff"][j]),
                     acc_history=None if r.acc_history is None else [list(p) for p in r.acc_history],
-                    extended=r.extended, ran_on=[dict(e) for e in r.ran_on])
+                    extended=r.extended, ran_on=[dict(e) for e in r.ran_on],
+                    went_on=None if r.went_on is None else [int(r.went_on[0]), float(r.went_on[1])])
         kept.update({k: int(v) for k, v in override.items()})
         return kept
 
@@ -1312,8 +1317,10 @@ def kept_states(store) -> dict:
     ``{"states": [...], "unreadable": k}``, one dict per readable state with ``key``, ``m``, ``n``
     (target length), ``step`` (steps done), ``best_loss``, ``best_accuracy`` (None where the run
     did not track it), ``ids`` (the target), ``accuracy_history`` ([step, best accuracy] at each
-    rise; None where not kept or unreadable) and ``ran_on`` (StringResult.ran_on so far; None where
-    not kept); ``unreadable`` counts states that could not be read (damaged or foreign: counted,
+    rise; None where not kept or unreadable), ``ran_on`` (StringResult.ran_on so far; None where
+    not kept) and ``went_on`` ((step, Unix time) at which the session that kept it took the string
+    on, from a kept state or afresh: the start of its steps' stretch in that process, so its pace is
+    (step - that step) over (the time it was kept - that time); None where not kept); ``unreadable`` counts states that could not be read (damaged or foreign: counted,
     never guessed at)."""
     if not all(callable(getattr(store, name, None)) for name in ("inflight", "load_inflight")):
         fail_short("store", "a results store (inflight, load_inflight)", store)
@@ -1334,6 +1341,10 @@ def kept_states(store) -> dict:
             state["accuracy_history"] = None
         ran = kept.get("ran_on")
         state["ran_on"] = [dict(e) for e in ran] if isinstance(ran, list) and ran else None
+        try:     # kept before the engine recorded it: None
+            state["went_on"] = (int(kept["went_on"][0]), float(kept["went_on"][1]))
+        except Exception:
+            state["went_on"] = None
         states.append(state)
     return dict(states=states, unreadable=unreadable)
 

@@ -1261,6 +1261,11 @@ def kept_pace(now: Iterable[Mapping[str, Any]], before: Iterable[Mapping[str, An
     string's time counts from the later of its earlier save and that start: the hours the run was
     not going are not its pace.
 
+    A string of ``now`` may also carry ``went_on``: (step, Unix time) at which the session writing
+    now took it on (``kept_states``). Where that came after its earlier save (or it was not kept
+    then), its steps and time count from there: a run's pace without the minutes it spent loading
+    its model and reading back its store before its first step.
+
     Returns ``dict(strings, steps, seconds, seconds_per_step, open, lowest_step)`` (``steps`` and
     ``seconds``: the median string's; ``open``: the strings kept now, ``lowest_step``: the fewest
     steps among them), or None when no string was saved again since the earlier copy."""
@@ -1269,15 +1274,21 @@ def kept_pace(now: Iterable[Mapping[str, Any]], before: Iterable[Mapping[str, An
     started = datetime.fromisoformat(running_since) if running_since else None
     moves = []
     for k in now:
-        e = earlier.get(k["key"])
-        if e is None or k["steps"] <= e["steps"]:
+        e, went = earlier.get(k["key"]), k.get("went_on")
+        base = None     # (steps, time) the string's pace counts from
+        if e is not None:
+            base = (e["steps"], datetime.fromisoformat(e["updated_at"]))
+            if started is not None:
+                base = (base[0], max(base[1], started))
+        if went is not None:
+            took = datetime.fromtimestamp(went[1], timezone.utc)
+            if base is None or took > base[1]:
+                base = (int(went[0]), took)
+        if base is None or k["steps"] <= base[0]:
             continue
-        since = datetime.fromisoformat(e["updated_at"])
-        if started is not None:
-            since = max(since, started)
-        seconds = (datetime.fromisoformat(k["updated_at"]) - since).total_seconds()
+        seconds = (datetime.fromisoformat(k["updated_at"]) - base[1]).total_seconds()
         if seconds > 0:
-            moves.append((seconds / (k["steps"] - e["steps"]), k["steps"] - e["steps"], seconds))
+            moves.append((seconds / (k["steps"] - base[0]), k["steps"] - base[0], seconds))
     if not moves:
         return None
     per_step, steps, seconds = sorted(moves)[len(moves) // 2]

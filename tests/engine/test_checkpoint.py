@@ -1,7 +1,10 @@
 """Nothing lost when a run is interrupted mid-string: the engine keeps the state of the strings
 still being crammed in the results store (``inflight``), and the same call again goes on from
 there with the same result as an uninterrupted run."""
+import re
+import sqlite3
 import threading
+import time
 
 import pytest
 import torch
@@ -53,6 +56,39 @@ def test_an_interrupted_cram_resumes_where_it_stopped(neox, tmp_path, lean):
     assert [s.resumed_at for s in again.strings] == [7] * len(T)
     same(again, whole)                      # bit for bit: the same memories, steps and losses
     assert store.inflight() == []           # finished strings keep nothing
+
+
+def test_a_kept_state_says_when_its_session_took_the_string_on(neox, tmp_path, capsys):
+    """Each kept state records the step and time at which the session that kept it took the string
+    on (``went_on``), so `accesslib store pace` counts a resumed run's pace from its first step, not
+    from an earlier copy taken before the hours between two sessions (nor the model's loading)."""
+    from accesslib.cli import main
+    T = targets()
+    store = ResultsStore(tmp_path / "s.sqlite")
+    count, stop = stop_after(7)
+    t0 = time.time()
+    cram(neox, T, 1, checkpoint=store, on_step=count, stop=stop, **KW)
+    t1 = time.time()
+    first = cramming.kept_states(store)["states"]
+    assert len(first) == len(T) and all(k["went_on"][0] == 0 and t0 <= k["went_on"][1] <= t1 for k in first)
+    backup_store(store.path, tmp_path / "snap.sqlite")
+    con = sqlite3.connect(tmp_path / "snap.sqlite")    # the snapshot as if taken an hour before this session
+    con.execute("UPDATE inflight SET updated_at = ?",
+                (time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(t1 - 3600)),))
+    con.commit()
+    con.close()
+    count, stop = stop_after(5)
+    t2 = time.time()
+    cram(neox, T, 1, checkpoint=ResultsStore(tmp_path / "s.sqlite"), on_step=lambda i: (count(i), time.sleep(0.3)),
+         stop=stop, **KW)
+    t3 = time.time()
+    again = cramming.kept_states(store)["states"]
+    assert {k["step"] for k in again} == {12}
+    assert all(k["went_on"][0] == 7 and t2 <= k["went_on"][1] <= t3 for k in again)
+    assert main(["store", "pace", "--since", str(tmp_path / "snap.sqlite"), "--store", str(store.path)]) == 0
+    out = capsys.readouterr().out
+    per_step = float(re.search(r"went on since .*: ([0-9.]+) s per step \(median string: 5 steps in ", out).group(1))
+    assert per_step * 5 <= t3 - t2 + 1        # the 5 steps of this session, not the hour before it (720 s a step)
 
 
 def test_a_state_kept_before_histories_were_recorded_resumes_without_one(neox, tmp_path):
