@@ -111,6 +111,10 @@ def _protocol_name(rec) -> str:
     return "[A]'s protocol" if rec.get("protocol") == "paper" else f"the {rec.get('protocol')} protocol"
 
 
+#: what names a second sample of the shipped curve among the re-measurements
+_AGAIN = " (second run)"
+
+
 def remeasured_points(bundle) -> list[tuple]:
     """The model's n50 measured again by other runs (the bundle's ``remeasured``,
     :func:`accesslib.results.bundles.add_remeasure`) as (m, n50, stderr, label), from
@@ -120,13 +124,14 @@ def remeasured_points(bundle) -> list[tuple]:
     m and then by budget: a rung two runs share (the same budget and n50) is drawn once, and
     budgets with the same n50 and stderr at one m share one marker ("random tokens, 3,000 / 500 =
     9,000 / 500"). A replicate with another seed keeps markers of its own; a second sample of the
-    shipped curve (:func:`accesslib.results.bundles.second_samples`) is labelled "(second run)"."""
+    shipped curve (:func:`accesslib.results.bundles.second_samples`) is labelled "(second run)", also
+    where the run it was read from has the same rung ("[A]'s words, 3,000 / 500 (second run)")."""
     by_strings = {}   # (source, seed) -> [(m, rung, budget words)], first seen first
     slopes = {}       # (source, seed, largest m, budget words) -> the slope's words
     twins = bundles.second_samples(bundle)
     for rec in bundle.get("remeasured") or []:
         key = (rec.get("source"), rec.get("seed"))
-        again = " (second run)" if any(rec is t for t in twins) else ""   # the shipped curve run again
+        again = _AGAIN if any(rec is t for t in twins) else ""   # the shipped curve run again
         by_strings.setdefault(key, []).extend((m, r, words + again) for m, r, words in bundles.remeasure_rungs(rec))
         if (fit := _remeasured_fit(rec)) is not None:
             slopes[(*key, fit[1], fit[5])] = fit[6]
@@ -137,8 +142,13 @@ def remeasured_points(bundle) -> list[tuple]:
         groups = []   # [m, rung, [budget words]]: a larger budget that gave the same n50 joins the last
         for m, r, words in rungs:
             if groups and groups[-1][0] == m and _same_n50(groups[-1][1], r):
-                if words not in groups[-1][2]:
+                # one budget read from a second run and from the run it was read from: named once,
+                # as the second run
+                bare = [w.removesuffix(_AGAIN) for w in groups[-1][2]]
+                if words.removesuffix(_AGAIN) not in bare:
                     groups[-1][2].append(words)
+                elif words.endswith(_AGAIN):
+                    groups[-1][2][bare.index(words.removesuffix(_AGAIN))] = words
             else:
                 groups.append([m, r, [words]])
         points = [_rung_point(m, r, f"{short}, {' = '.join(words)}"
@@ -730,6 +740,8 @@ class BudgetMapApp(App):
     export_name = "nb03-budget-map"
     #: the budget ringed on both panels: [A]'s protocol
     MARK = (PAPER_MAX_STEPS, 500)
+    #: the map shown first (the notebook's text reads it): two kinds of targets, m = 1..3
+    DEFAULT_MODEL = "smollm2-135m"
 
     def __init__(self, *, model=None, canvas="auto"):
         super().__init__(canvas=canvas)
@@ -737,7 +749,8 @@ class BudgetMapApp(App):
         if not names:
             raise ValueError("no shipped cramming bundle keeps a budget map; add one with scripts/make_bundles.py "
                              "--add-budget-map MODEL --store RUN.sqlite --map-steps ... --map-patience ...")
-        self.model = W.Dropdown(options=names, value=model if model in names else names[0], description="model",
+        first = model if model in names else self.DEFAULT_MODEL if self.DEFAULT_MODEL in names else names[0]
+        self.model = W.Dropdown(options=names, value=first, description="model",
                                 style=_DESC, layout=W.Layout(width="300px"))
         self.source = W.Dropdown(description="targets", style={"description_width": "60px"},
                                  layout=W.Layout(width="260px"))

@@ -798,8 +798,9 @@ def test_the_budget_map_app_shows_every_map_and_offers_its_cells(tmp_path, monke
 
     texts_inside = check_texts_inside
 
-    assert budget_map_models() == ["smollm2-135m", "tiny-d32-v257"]
+    assert budget_map_models() == ["gemma-3-270m", "smollm2-135m", "tiny-d32-v257"]
     app = BudgetMapApp(canvas="agg")
+    assert app.model.value == "smollm2-135m"       # the map the notebook's text reads comes first
     assert app.last_error is None, app.last_error
     seen = set()
     for source, _ in [(v, k) for k, v in app.source.options]:
@@ -825,6 +826,10 @@ def test_the_budget_map_app_shows_every_map_and_offers_its_cells(tmp_path, monke
     assert [v for _, v in app.source.options] == ["natural"] and app.values["map"]["model"] == "tiny-d32-v257"
     texts_inside(app.fig)
     assert "max_steps,patience,n50" in app.data_csv().splitlines()[0].replace("model,m,source,", "")
+    app.model.value = "gemma-3-270m"          # gemma-9k's map: [A]'s words, m = 1
+    assert [v for _, v in app.source.options] == ["glove100k"] and [m for _, m in app.m.options] == [1]
+    assert app.values["map"]["model"] == "gemma-3-270m" and app.last_error is None
+    texts_inside(app.fig)
     empty = tmp_path / "b"
     for name in budget_map_models():
         b = bundles.load("cram", name)
@@ -922,7 +927,10 @@ def test_a_second_run_of_the_shipped_curve_is_named_and_labels_it():
             "whose budget check counts for the shipped curve too): m = 1:") in text
     from accesslib.apps.nb03_predicted import remeasured_points
     assert [p[3] for p in remeasured_points(with_twin)] == ["[A]'s words, 3,000 / 500 (second run)"]
-    assert [p[3] for p in remeasured_points(shipped)] == ["[A]'s words, 3,000 / 500 (second run)"]
+    # the whole second run kept too (gemma-9k: 1000 / 500 and 3000 / 500 read from it, and its own 9000 / 1500);
+    # its 3000 / 500 is the second sample's: one marker, named the second run
+    assert [p[3] for p in remeasured_points(shipped)] == [
+        "[A]'s words, 1,000 / 500", "[A]'s words, 3,000 / 500 (second run)", "[A]'s words, 9,000 / 1,500"]
     other = dict(twin, settings=dict(twin["settings"], max_steps=1000))
     assert [p[3] for p in remeasured_points(dict(b, remeasured=[other]))] == ["[A]'s words, 1,000 / 500"]
     text = html.unescape(remeasured_html(dict(b, remeasured=[other])))
