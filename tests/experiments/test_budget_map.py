@@ -34,6 +34,12 @@ def runs(tmp_path_factory):
     return d
 
 
+def _nine(maps):
+    """The map of the 9000 / 1500 run: the store also holds the 27000 / 4500 run that goes on from it."""
+    (mp,) = [mp for mp in maps if tuple(mp["run"]) == (9000, 1500)]
+    return mp
+
+
 def _counts(rows, lengths):
     return [sum(1 for r in rows if int(r["n"]) == n and r["success"]) for n in lengths]
 
@@ -44,7 +50,7 @@ def test_patience_500_read_from_the_1500_run_is_the_500_run_and_its_cap_never_bi
     them while still gaining (the 500 run never needed more than 3000 steps), so that column is
     settled by 2000 steps; the patience moves n50, the steps past 2000 do not."""
     got = bundling.budget_map(runs / "smol-tokens-9k.sqlite", [1000, 2000, 3000, 4500], [250, 500, 1000], m=1)
-    (mp,) = got["maps"]
+    mp = _nine(got["maps"])
     assert (mp["model"], mp["m"], mp["source"], tuple(mp["run"])) == ("smollm2-135m", 1, "tokens", (9000, 1500))
     assert mp["steps"] == [1000, 2000, 3000, 4500, 9000] and mp["patiences"] == [250, 500, 1000, 1500]
     assert mp["settings"]["lr"] == 0.01 and mp["settings"]["patience_on"] == "accuracy"
@@ -179,9 +185,11 @@ def test_store_map_prints_the_grid_the_words_and_draws_it(runs, tmp_path, capsys
     assert main(["store", "map", "--store", str(runs / "smol-tokens-9k.sqlite"), "--steps", "2000", "3000",
                  "--patience", "500", "--m", "1", "--plot", str(tmp_path / "map.png")]) == 0
     out = capsys.readouterr().out
-    assert ("smollm2-135m, m = 1, tokens, protocol 497a821daa41a07e (9,000 steps, patience 1,500): 42 strings "
-            "finished; n50 by step budget (rows) and patience (columns)") in out
-    assert out.split("\n")[1].split() == ["steps", "\\", "patience", "500", "1,500"]
+    head = ("smollm2-135m, m = 1, tokens, protocol 497a821daa41a07e (9,000 steps, patience 1,500): 42 strings "
+            "finished; n50 by step budget (rows) and patience (columns)")
+    assert head in out
+    lines = out.split("\n")
+    assert lines[lines.index(head) + 1].split() == ["steps", "\\", "patience", "500", "1,500"]
     assert "  patience 500: settled from 2,000 steps (the least read): n50 12.8 up to 9,000" in out
     assert "[A]'s 3,000 / 500: its 3,000-step cap stopped none of the 42 strings" in out
     assert (tmp_path / "map.png").read_bytes()[:4] == b"\x89PNG"
@@ -204,7 +212,8 @@ def test_make_bundles_keeps_the_maps_and_replaces_them_when_read_again(runs, tmp
     shutil.copyfile(ROOT / "accesslib" / "data" / "bundles" / "cram-smollm2-135m.json", tmp_path / "cram-smollm2-135m.json")
     before = json.loads((tmp_path / "cram-smollm2-135m.json").read_text())
     argv = [sys.executable, SCRIPT, "--add-budget-map", "smollm2-135m", "--store", str(runs / "smol-tokens-9k.sqlite"),
-            "--source", "tokens", "--map-steps", "2000", "3000", "--map-patience", "500", "--out", str(tmp_path)]
+            "--source", "tokens", "--read-from", "9000/1500", "--map-steps", "2000", "3000", "--map-patience", "500",
+            "--out", str(tmp_path)]
     for _ in range(2):   # read again: the same curves replaced, not added
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-2000:]
@@ -352,7 +361,7 @@ def test_a_patience_the_run_cannot_give_is_said_with_the_reason(runs, tmp_path):
         (raw,) = conn.execute("SELECT settings FROM protocols WHERE protocol_hash = '497a821daa41a07e'").fetchone()
         conn.execute("UPDATE protocols SET settings = ? WHERE protocol_hash = '497a821daa41a07e'",
                      (json.dumps(dict(json.loads(raw), patience_on="loss")),))
-    (mp,) = bundling.budget_map(tmp_path / "loss.sqlite", [3000], [500], m=1)["maps"]
+    mp = _nine(bundling.budget_map(tmp_path / "loss.sqlite", [3000], [500], m=1)["maps"])
     assert mp["patiences"] == [500, 1500] and [row[0] for row in mp["cells"]] == [None, None]
     assert round(mp["cells"][-1][1]["n50"], 1) == 15.6
     line = bundles.budget_map_lines(mp)[0]
