@@ -612,8 +612,8 @@ def _add_store(p: argparse.ArgumentParser):
                         description="The steps the strings kept mid-way made since an earlier copy of the "
                                     "store (e.g. its last snapshot, `accesslib store backup`), per second: the "
                                     "run's pace (a string the running session took on since then counts from "
-                                    "its first step there, not from the copy), and with --to-step when its open strings reach that step "
-                                    "at that pace (at the latest: strings that end by their patience or cram "
+                                    "its first step there, not from the copy), and with --to-step when its "
+                                    "open strings reach that step at that pace (at the latest: strings that end by their patience or cram "
                                     "finish sooner). Both files are only read.")
     pa.add_argument("--since", required=True, metavar="FILE", help="the earlier copy of the store")
     pa.add_argument("--to-step", type=int, metavar="STEPS", help="the run's step budget (e.g. 9000)")

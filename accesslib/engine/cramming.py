@@ -1320,8 +1320,9 @@ def kept_states(store) -> dict:
     rise; None where not kept or unreadable), ``ran_on`` (StringResult.ran_on so far; None where
     not kept) and ``went_on`` ((step, Unix time) at which the session that kept it took the string
     on, from a kept state or afresh: the start of its steps' stretch in that process, so its pace is
-    (step - that step) over (the time it was kept - that time); None where not kept); ``unreadable`` counts states that could not be read (damaged or foreign: counted,
-    never guessed at)."""
+    (step - that step) over (the time it was kept - that time); None where not kept);
+    ``unreadable`` counts states that could not be read (damaged or foreign: counted, never guessed
+    at)."""
     if not all(callable(getattr(store, name, None)) for name in ("inflight", "load_inflight")):
         fail_short("store", "a results store (inflight, load_inflight)", store)
     states, unreadable = [], 0
