@@ -590,7 +590,8 @@ def test_ship_keeps_a_finished_runs_bundle_its_map_and_its_3000_500(tmp_path, na
                                                                    three):
     """Every reading names the run by its own budget: the store may hold a larger run going on
     from it (-27k extends the -9k strings in the same store). Gemma's check (gemma-9k) goes into
-    Gemma's bundle."""
+    Gemma's bundle. The readings read the store's snapshot, taken first, so that the commands
+    they record name the committed file."""
     model = "gemma-3-270m" if name.startswith("gemma") else "smollm2-135m"
     env = dict(_fake_env(tmp_path), RUNS_BUNDLES=str(tmp_path / "bundles"))
     live = _finished(tmp_path, name, store, model)
@@ -598,16 +599,18 @@ def test_ship_keeps_a_finished_runs_bundle_its_map_and_its_3000_500(tmp_path, na
     assert r.returncode == 0, r.stderr
     bundles = tmp_path / "bundles"
     assert (bundles / folder / f"cram-{model}.json").read_text() == '{"the": "run\'s bundle"}'
-    want = [f"scripts/make_bundles.py --add-remeasure {bundles}/{folder}",
+    kept = tmp_path / "kept"
+    want = [f"-m accesslib store backup {kept}/{store}.sqlite --store {live}/{store}.sqlite",
+            f"scripts/make_bundles.py --add-remeasure {bundles}/{folder}",
             f"scripts/make_bundles.py --add-budget-map {model} --source {source} --read-from {own} "
-            f"--store {live}/{store}.sqlite "
+            f"--store {kept}/{store}.sqlite "
             "--map-steps 500 1000 2000 3000 4500 6000 --map-patience 100 250 500 1000"]
     if three:   # [A]'s budget at every m, read from the same strings, kept beside the run's own
         want += [f"scripts/make_bundles.py --read-budget 3000/500 --models {model} --source {source} "
-                 f"--read-from {own} --store {live}/{store}.sqlite --out {bundles}/{three}",
+                 f"--read-from {own} --store {kept}/{store}.sqlite --out {bundles}/{three}",
                  f"scripts/make_bundles.py --add-remeasure {bundles}/{three}"]
     assert _calls(tmp_path) == want
-    assert f"shipped {name} ({bundles}/{folder})" in r.stdout
+    assert f"shipped {name} ({bundles}/{folder}, read from {kept}/{store}.sqlite: commit both)" in r.stdout
 
 
 @pytest.mark.parametrize("argv, msg", [

@@ -44,8 +44,9 @@
 #                                                crammed: its bundle copied to
 #                                                benchmarks/runs/bundles/FOLDER/ (the run's store's name for
 #                                                an *-m2 or *-m3 run, else NAME) and kept (make_bundles.py
-#                                                --add-remeasure), its budget map re-read from its store
-#                                                (--add-budget-map), and for a *-9k-m2, *-9k-m3 or gemma-9k
+#                                                --add-remeasure), its budget map re-read from its store's
+#                                                snapshot, taken then (--add-budget-map: the command it
+#                                                records names a file a clone has), and for a *-9k-m2, *-9k-m3 or gemma-9k
 #                                                run [A]'s 3000 / 500 at every m read from its strings into
 #                                                benchmarks/runs/bundles/*-3k/ and kept too (--read-budget);
 #                                                the tables are rewritten (see docs/real-models.md)
@@ -423,19 +424,23 @@ case "${1:-}" in
     # the run's own budget: a larger run extending its strings (-27k) may write to the same store
     own=$(echo "$a" | grep -o -- '--max-steps [0-9]* --patience [0-9]*' | awk '{print $2 "/" $4}')
     case "$name" in *-m2|*-m3) folder=$store;; *) folder=$name;; esac
-    mkdir -p "$BUNDLES/$folder"
+    # the readings below read the store's snapshot, taken now (the run has ended: it is the run's
+    # final state), so that the commands the bundles record name a file a clone has
+    mkdir -p "$KEPT" "$BUNDLES/$folder"
+    "$PY" -m accesslib store backup "$KEPT/$store.sqlite" --store "$LIVE/$store.sqlite"
     cp "$LIVE/$name-bundle/cram-$model.json" "$BUNDLES/$folder/"
     HF_HUB_OFFLINE=1 "$PY" scripts/make_bundles.py --add-remeasure "$BUNDLES/$folder"
     HF_HUB_OFFLINE=1 "$PY" scripts/make_bundles.py --add-budget-map "$model" --source "$source" \
-      --read-from "$own" --store "$LIVE/$store.sqlite" --map-steps 500 1000 2000 3000 4500 6000 --map-patience 100 250 500 1000
+      --read-from "$own" --store "$KEPT/$store.sqlite" --map-steps 500 1000 2000 3000 4500 6000 --map-patience 100 250 500 1000
     case "$name" in
       *-9k-m2|*-9k-m3|gemma-9k)   # [A]'s 3000 / 500 at every m, read from the same strings
         three="$BUNDLES/${store%-9k}-3k"
         HF_HUB_OFFLINE=1 "$PY" scripts/make_bundles.py --read-budget 3000/500 --models "$model" \
-          --source "$source" --read-from "$own" --store "$LIVE/$store.sqlite" --out "$three"
+          --source "$source" --read-from "$own" --store "$KEPT/$store.sqlite" --out "$three"
         HF_HUB_OFFLINE=1 "$PY" scripts/make_bundles.py --add-remeasure "$three";;
     esac
-    echo "shipped $name ($BUNDLES/$folder); the docs and tests that quote its figures follow by hand";;
+    echo "shipped $name ($BUNDLES/$folder, read from $KEPT/$store.sqlite: commit both);" \
+      "the docs and tests that quote its figures follow by hand";;
   stop)   # the chains' (and a focus's) shells first, so that no next run starts
     pkill -TERM -f "$LIVE/\.chain-.*\.sh chain" || true
     pkill -TERM -f "$LIVE/\.focus-.*\.sh focused" || true
