@@ -22,6 +22,12 @@ scheduler), writing to the results store; the same command again resumes (docs/s
 reads the results store: one line per curve with its n50, every string as CSV (standard
 library) or Parquet (pandas + pyarrow), or another store's rows copied in.
 
+    python -m accesslib bound --model pythia-160m --m 1 2 4 --n 1000
+
+prints the counting bound of [A] at one setting (d, |V|, eps, r given, or a model of [A]'s table,
+or a shipped bundle): C, and per m the prompts, n* = C m and the n50 bound (docs/paper.md,
+section 2).
+
     accesslib check-model gemma-3-270m [--against DIR_OR_HUB_NAME] [--support] [--json FILE]
 
 prints greedy continuations of fixed prompts and a fingerprint of the logits, compares them with
@@ -318,6 +324,112 @@ def _run_geometry(args) -> int:
         with open(args.out, "w") as f:
             json.dump(rec, f, indent=1)
         print(f"wrote {args.out}")
+    return 0
+
+
+# --- bound -----------------------------------------------------------------------------------
+def _add_bound(p: argparse.ArgumentParser):
+    p.description = ("The counting bound of [A] (docs/paper.md, section 2) at one setting: C = d "
+                     "ln(1 + 2r/eps) / ln|V| tokens per prompt vector, and per m the number of "
+                     "eps-distinguishable prompts, n* = C m and the bound on n50; with --n, the largest "
+                     "share of the |V|^n strings of length n that a prompt can force. Give d, |V| and r, or "
+                     "a model: one of [A]'s table (--model, its published r_inf and slopes) or a shipped "
+                     "bundle (--bundle, the r_inf and slope measured here); an explicit --d, --vocab or --r "
+                     "replaces the model's.")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--model", metavar="NAME", help="a model of [A]'s table by hub name or its last part "
+                                                     "(e.g. pythia-160m, gemma-3-270m)")
+    src.add_argument("--bundle", metavar="NAME", help="a shipped cramming bundle (e.g. tiny-d32-v257, "
+                                                      "smollm2-135m): its d, |V|, measured r_inf and slope")
+    p.add_argument("--d", type=_POSITIVE_INT, help="width of a prompt vector")
+    p.add_argument("--vocab", type=arg_type(check_int, 2), metavar="V", help="vocabulary size |V|")
+    p.add_argument("--r", type=_POSITIVE_FLOAT, help="radius of the support (r_inf)")
+    prec = p.add_mutually_exclusive_group()
+    prec.add_argument("--eps", type=_POSITIVE_FLOAT, help="the precision eps itself")
+    prec.add_argument("--dtype", default="paper", choices=("paper", "float16", "bfloat16", "float32"),
+                      help="eps = r x unit roundoff of this dtype (default paper: [A]'s r x 2^-11)")
+    p.add_argument("--m", type=_POSITIVE_INT, nargs="+", default=[1, 2, 4, 8], metavar="M",
+                   help="prompt lengths in vectors (default 1 2 4 8)")
+    p.add_argument("--n", type=_COUNT, nargs="+", default=[], metavar="N",
+                   help="output lengths in tokens: the share of strings of each length a prompt can force")
+    p.add_argument("--json", action="store_true", help="print the numbers as JSON instead of a table")
+
+
+def _share_text(log10_share: float) -> str:
+    """A share given by its log10: 1, a number while it is one, else a power of ten."""
+    if log10_share == 0:
+        return "1"
+    if log10_share > -300:
+        return f"{10 ** log10_share:.3g}"
+    return f"10^{log10_share:,.1f}"
+
+
+def _run_bound(args) -> int:
+    import json
+
+    from accesslib.theory import bounds
+
+    d, vocab, r, measured, origin, budget = args.d, args.vocab, args.r, [], "", None
+    if args.model:
+        from accesslib.results import reference
+        try:
+            row = reference.model(args.model)
+        except ValueError:
+            names = ", ".join(x["name"] for x in reference.models())
+            fail("--model", f"a model of [A]'s table ({names})", args.model)
+        d, vocab = d or row["d"], vocab or row["vocab_size"]
+        if r is None and row.get("r_inf") is None:
+            fail("--r", f"given for {row['name']} ([A]'s table has no r_inf for it)", None)
+        r = row["r_inf"] if r is None else r
+        origin = f"{row['name']}, [A]'s table"
+        measured = [(f"[A]'s slope on {label}", row.get(key)) for key, label in
+                    (("slope_pg19", "PG19"), ("slope_random", "random words"))]
+    elif args.bundle:
+        from accesslib.results import bundles
+        names = bundles.available("cram")
+        if args.bundle not in names:
+            fail("--bundle", "a shipped cramming bundle (" + ", ".join(names) + ")", args.bundle)
+        b = bundles.load("cram", args.bundle)
+        d, vocab = d or b["facts"]["d"], vocab or b["facts"]["vocab_size"]
+        r = (b.get("geometry") or {}).get("r_inf") if r is None else r
+        origin = f"the shipped bundle {args.bundle}, measured here"
+        budget = bundles.budget_status(b)[0]
+        measured = [(f"slope measured here ({b['source']} targets; budget check: {budget})",
+                     (b.get("slope") or {}).get("slope"))]
+    missing = [flag for flag, v in (("--d", d), ("--vocab", vocab), ("--r", r)) if v is None]
+    if missing:
+        fail(", ".join(missing), "given (or --model NAME / --bundle NAME, which sets them)", None)
+    if args.eps is not None:
+        eps, how = args.eps, "given"
+    else:
+        eps = bounds.eps_for_dtype(args.dtype, r)
+        how = ("r x 2^-11: [A]'s choice" if args.dtype == bounds.PAPER_DTYPE
+               else f"r x the unit roundoff of {args.dtype}")
+    t = bounds.bound_table(d, vocab, eps, r, args.m, args.n)
+    ratios = [(label, a, t["slope"] / a) for label, a in measured if a]
+    if args.json:
+        ratios = [dict(against=label, slope=a, ratio=x) for label, a, x in ratios]
+        print(json.dumps(dict(t, origin=origin or None, eps_from=how, budget=budget, ratios=ratios),
+                         indent=1))
+        return 0
+    print("counting bound of [A] (Theorem 4.5, Corollary 4.6)" + (f": {origin}" if origin else ""))
+    print(f"  d = {d:,}, |V| = {vocab:,}, r = {r:.6g}, eps = {eps:.6g} ({how})")
+    print(f"  ln(1 + 2r/eps) = {t['ln_cells']:.4f} nats per coordinate")
+    print(f"  C = d ln(1 + 2r/eps) / ln|V| = {t['slope']:,.2f} tokens per prompt vector")
+    table = [("m", "log10 prompts", "n* = C m", "n50 bound")]
+    table += [(f"{row['m']:g}", f"{row['log10_prompts']:,.1f}", f"{row['n_star']:,.1f}", f"{row['n50']:,.1f}")
+              for row in t["rows"]]
+    _print_table(table, right={0, 1, 2, 3}, indent="  ")
+    for label, a, x in ratios:
+        print(f"  {label}: {a:.4g} tokens per vector; C / a = {x:.1f}")
+    if ratios and budget == "budget-limited":
+        print("  budget-limited: a larger step budget moved the measured n50, so the slope is partly the "
+              "budget's and C / a overstates the gap (docs/real-models.md)")
+    if t["shares"]:
+        print("  at most this share of the |V|^n strings of length n can be forced by a prompt of m vectors:")
+        table = [("n",) + tuple(f"m = {row['m']:g}" for row in t["rows"])]
+        table += [(f"{sh['n']:g}",) + tuple(_share_text(x) for x in sh["log10_share"]) for sh in t["shares"]]
+        _print_table(table, right=set(range(len(table[0]))), indent="  ")
     return 0
 
 
@@ -1377,6 +1489,8 @@ SUBCOMMANDS = {
     "cram": (_add_cram, _run_cram, "measure accessibility curves, n50 per m and the slope"),
     "geometry": (_add_geometry, _run_geometry,
                  "measure the support, decoder cells and effective eps; print every refined slope"),
+    "bound": (_add_bound, _run_bound,
+              "the counting bound at one setting (d, |V|, eps, r) or of a model: C, n* and n50 per m"),
     "sweep": (_add_sweep, _run_sweep,
               "run a cramming sweep (YAML file) on Dask: local processes or a cluster"),
     "app": (_add_app, _run_app, "serve the notebooks as Voila web apps on 127.0.0.1 (needs accesslib[apps])"),

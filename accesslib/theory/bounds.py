@@ -119,5 +119,31 @@ def theory_ratio(predicted_slope, measured_slope):
     return _out(p / a)
 
 
+def bound_table(d, vocab_size, eps, r, ms, ns=()) -> dict:
+    """The counting bound at one setting, for the command line (``accesslib bound``) and scripts.
+
+    Returns ``{d, vocab_size, eps, r, ln_cells, slope, rows, shares}``: ``ln_cells`` = ln(1 + 2r/eps)
+    nats per coordinate, ``slope`` C; ``rows`` one dict per m of ``ms`` (``m``, ``log10_prompts``
+    = log10 (1 + 2r/eps)^(d m), ``n_star`` = C m, ``n50`` = :func:`n50_bound`); ``shares`` one
+    dict per n of ``ns`` (``n``, ``log10_share``: a list over ``ms`` of the log10 of the largest
+    share of the |V|^n strings of length n that a prompt of m vectors can force)."""
+    from accesslib._checks import check_float, check_int
+
+    d, vocab_size = check_int("d", d, 1), check_int("vocab_size", vocab_size, 2)
+    eps, r = check_float("eps", eps, 0, low_open=True), check_float("r", r, 0)
+    def number(name, x):   # whole numbers stay whole (as JSON shows them)
+        x = check_float(name, x, 0)
+        return int(x) if x.is_integer() else x
+    ms, ns = [number("m", m) for m in ms], [number("n", n) for n in ns]
+    c = float(slope(d, vocab_size, eps, r))
+    rows = [dict(m=m, log10_prompts=float(log10_accessible(d, eps, r, m)),
+                 n_star=float(n_star(m, d, vocab_size, eps, r)),
+                 n50=float(n50_bound(m, d, vocab_size, eps, r))) for m in ms]
+    shares = [dict(n=n, log10_share=[float(log10_accessible_fraction(n, m, d, vocab_size, eps, r))
+                                     for m in ms]) for n in ns]
+    return dict(d=d, vocab_size=vocab_size, eps=eps, r=r, ln_cells=float(_ln_cells(eps, r)), slope=c,
+                rows=rows, shares=shares)
+
+
 # The refined slopes of [A] section 4 (box, cone, ellipsoid, cells) are in
 # accesslib.theory.refined, which imports this module (never the other way round).

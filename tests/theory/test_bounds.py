@@ -184,3 +184,21 @@ def test_bounds_does_not_import_refined():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_bound_table_agrees_with_the_functions_it_gathers():
+    t = bounds.bound_table(576, 49152, 0.03, 56.4, [1, 2.5], [400, 800])   # C = 443.6
+    c = bounds.slope(576, 49152, 0.03, 56.4)
+    assert t["slope"] == pytest.approx(c) and t["ln_cells"] == pytest.approx(math.log1p(2 * 56.4 / 0.03))
+    assert [r["m"] for r in t["rows"]] == [1, 2.5]
+    assert [r["n_star"] for r in t["rows"]] == pytest.approx([c, 2.5 * c])
+    half = math.log(2) / math.log(49152)   # the tokens past n* at which the share falls to 1/2
+    assert [r["n50"] for r in t["rows"]] == pytest.approx([c + half, 2.5 * c + half])
+    assert t["rows"][1]["log10_prompts"] == pytest.approx(576 * 2.5 * math.log10(1 + 2 * 56.4 / 0.03))
+    # n = 800 lies past n* at m = 1 only: (800 - C) tokens of log10 |V| each
+    assert t["shares"][1]["log10_share"] == pytest.approx([-(800 - c) * math.log10(49152), 0.0])
+    assert t["shares"][0]["log10_share"] == [0.0, 0.0]
+    with pytest.raises(ValueError, match="vocab_size must be a whole number >= 2; got 1"):
+        bounds.bound_table(4, 1, 0.1, 1.0, [1])
+    with pytest.raises(ValueError, match="m must be a number >= 0; got -1"):
+        bounds.bound_table(4, 9, 0.1, 1.0, [-1])

@@ -1,0 +1,98 @@
+"""`accesslib bound`: the counting bound at one setting, from numbers, [A]'s table or a shipped bundle."""
+import json
+import math
+
+import pytest
+
+from accesslib.cli import main
+
+
+def _json(capsys, *argv):
+    assert main(["bound", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_a_setting_where_every_number_is_known_by_hand(capsys):
+    """d = 1, |V| = 2, 1 + 2r/eps = 2: one token per vector, n* = m, and each token past n* halves
+    the share of strings a prompt can force."""
+    argv = ["bound", "--d", "1", "--vocab", "2", "--r", "0.5", "--eps", "1", "--m", "1", "2",
+            "--n", "0", "2", "3", "4"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "ln(1 + 2r/eps) = 0.6931 nats per coordinate" in out
+    assert "C = d ln(1 + 2r/eps) / ln|V| = 1.00 tokens per prompt vector" in out
+    table = [line.split() for line in out.splitlines()
+             if line.startswith("  ") and line.split()[0] in "01234"]
+    # m rows: m, log10 prompts (log10 2^m), n* = m, n50 bound = m + 1 (share 1/2 one token past n*)
+    assert ["1", "0.3", "1.0", "2.0"] in table and ["2", "0.6", "2.0", "3.0"] in table
+    # share rows: n, at m = 1, at m = 2
+    assert ["0", "1", "1"] in table and ["2", "0.5", "1"] in table
+    assert ["3", "0.25", "0.5"] in table and ["4", "0.125", "0.25"] in table
+    t = _json(capsys, "--d", "1", "--vocab", "2", "--r", "0.5", "--eps", "1", "--m", "1", "2", "--n", "4")
+    assert t["slope"] == pytest.approx(1.0) and t["eps_from"] == "given" and t["origin"] is None
+    assert [r["m"] for r in t["rows"]] == [1, 2]
+    assert [r["n50"] for r in t["rows"]] == pytest.approx([2.0, 3.0])
+    assert t["shares"] == [{"n": 4, "log10_share": pytest.approx([-3 * math.log10(2), -2 * math.log10(2)])}]
+
+
+def test_a_model_of_the_published_table_with_its_ratios(capsys):
+    """Pythia-160m with [A]'s eps = r_inf * 2^-11: C = 768 ln 4097 / ln 50304 = 590.1 tokens per
+    vector, 6.5 and 13.4 times [A]'s measured slopes (90.37 on PG19, 44.13 on random words)."""
+    assert main(["bound", "--model", "pythia-160m", "--m", "1", "--n", "1000"]) == 0
+    out = capsys.readouterr().out
+    assert "EleutherAI/pythia-160m, [A]'s table" in out
+    assert "d = 768, |V| = 50,304, r = 22.45, eps = 0.0109619 (r x 2^-11: [A]'s choice)" in out
+    assert "= 590.09 tokens per prompt vector" in out
+    assert "[A]'s slope on PG19: 90.37 tokens per vector; C / a = 6.5" in out
+    assert "[A]'s slope on random words: 44.13 tokens per vector; C / a = 13.4" in out
+    # 410 tokens past n* = 590.1, each a factor 50,304: 10^-(409.9 * log10 50304) = 10^-1,927.2
+    assert "10^-1,927.2" in out
+    t = _json(capsys, "--model", "pythia-160m", "--m", "1")
+    assert t["slope"] == pytest.approx(768 * math.log(4097) / math.log(50304))
+    assert [x["ratio"] for x in t["ratios"]] == pytest.approx([t["slope"] / 90.37, t["slope"] / 44.13])
+    # an explicit value replaces the model's; another dtype's eps follows r
+    t = _json(capsys, "--model", "pythia-160m", "--r", "10", "--dtype", "bfloat16", "--m", "1")
+    assert t["r"] == 10 and t["eps"] == pytest.approx(10 * 2.0**-8)
+    assert t["slope"] == pytest.approx(768 * math.log1p(2 * 2**8) / math.log(50304))
+
+
+def test_a_shipped_bundle_says_its_budget_check(capsys):
+    """The measured slope is set beside the bound with the bundle's budget label: SmolLM2-135M's
+    shipped slope is budget-limited, the embedded tiny model's converged."""
+    from accesslib.results import bundles
+
+    for name in ("smollm2-135m", "tiny-d32-v257"):
+        b = bundles.load("cram", name)
+        t = _json(capsys, "--bundle", name, "--m", "1")
+        assert (t["d"], t["vocab_size"]) == (b["facts"]["d"], b["facts"]["vocab_size"])
+        assert t["r"] == pytest.approx(b["geometry"]["r_inf"])
+        assert t["budget"] == bundles.budget_status(b)[0]
+        assert t["ratios"][0]["ratio"] == pytest.approx(t["slope"] / b["slope"]["slope"])
+    assert main(["bound", "--bundle", "smollm2-135m", "--m", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "budget check: budget-limited" in out and "C / a overstates the gap" in out
+    assert main(["bound", "--bundle", "tiny-d32-v257", "--m", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "budget check: converged" in out and "overstates" not in out
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["--d", "5"], "--vocab, --r must be given (or --model NAME / --bundle NAME, which sets them)"),
+    (["--model", "nope"], "--model must be a model of [A]'s table (EleutherAI/pythia-160m"),
+    (["--bundle", "nope"], "--bundle must be a shipped cramming bundle (gemma-3-270m"),
+    (["--model", "gemma-3-1b-pt"],
+     "--r must be given for google/gemma-3-1b-pt ([A]'s table has no r_inf for it)"),
+    (["--d", "0", "--vocab", "3", "--r", "1"], "argument --d: must be a whole number >= 1; got 0"),
+    (["--d", "4", "--vocab", "1", "--r", "1"], "argument --vocab: must be a whole number >= 2; got 1"),
+    (["--d", "4", "--vocab", "9", "--r", "1", "--eps", "0"], "argument --eps: must be a number > 0; got 0"),
+    (["--model", "pythia-160m", "--bundle", "tiny-d32-v257"],
+     "argument --bundle: not allowed with argument --model"),
+    (["--model", "pythia-160m", "--eps", "0.1", "--dtype", "float16"], "not allowed with argument --eps"),
+])
+def test_bad_input_is_one_line_naming_the_option(argv, msg, capsys):
+    try:   # the parser's own checks exit, the later ones return the status
+        code = main(["bound", *argv])
+    except SystemExit as e:
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2 and msg in err and len(err.strip().splitlines()) == 1
