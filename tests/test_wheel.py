@@ -9,7 +9,7 @@ checks, in this order (the tests share one environment and run in file order):
 2. ``import accesslib`` and a tiny cramming run on the default embedded model work while
    Jupyter, Voila, ipywidgets and Dask are not importable;
 3. ``accesslib cram`` on the default model, with ``--store`` in a temporary folder, and
-   ``accesslib store export --csv`` of that store;
+   ``accesslib store export --csv`` of that store; ``accesslib bound`` from the shipped data;
 4. ``accesslib app`` and ``accesslib sweep`` say in one line which extra to install;
 5. after ``pip install "accesslib[apps]"``: ``accesslib app`` serves the notebooks shipped in the
    wheel until the index page answers 200, then is stopped (its whole process group).
@@ -130,6 +130,14 @@ def test_cli_cram_with_a_store(venv):
     venv.run(venv.bin / "accesslib", "store", "export", "--csv", csv, "--store", store)
     lines = csv.read_text().strip().splitlines()
     assert len(lines) == 2 and "model" in lines[0] and "tiny-d32-v257" in lines[1], lines
+
+
+def test_cli_bound_reads_the_shipped_table_and_bundles(venv):
+    """`accesslib bound` needs no extra: [A]'s table and the bundles are package data."""
+    r = venv.run(venv.bin / "accesslib", "bound", "--model", "pythia-160m", "--m", "1")
+    assert "= 590.09 tokens per prompt vector" in r.stdout and "C / a = 6.5" in r.stdout, r.stdout
+    r = venv.run(venv.bin / "accesslib", "bound", "--bundle", "tiny-d32-v257", "--m", "1")
+    assert "budget check: converged" in r.stdout, r.stdout
 
 
 @pytest.mark.parametrize("argv, extra", [
