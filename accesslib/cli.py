@@ -505,7 +505,26 @@ def _run_sweep(args) -> int:
 
 # --- app -------------------------------------------------------------------------------------
 #: the Voila server of ``make app`` and ``accesslib app``: local only, no tracebacks on the page
-VOILA_FLAGS = ("--no-browser", "--Voila.ip=127.0.0.1", "--ServerApp.ip=127.0.0.1", "--show_tracebacks=False")
+#: the server's flags; port_retries=0: a port in use stops the server rather than moving it to another
+#: port than the address ``accesslib app`` prints (Voila tries 50 more by default)
+VOILA_FLAGS = ("--no-browser", "--Voila.ip=127.0.0.1", "--ServerApp.ip=127.0.0.1", "--show_tracebacks=False",
+               "--Voila.port_retries=0")
+
+
+def _port_in_use(port: int) -> bool:
+    """Whether a server already listens on 127.0.0.1:``port`` (bound as Tornado binds: with
+    SO_REUSEADDR on POSIX, so a port a closed server left in TIME_WAIT counts as free)."""
+    import os
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        if os.name == "posix":
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
 
 
 def _missing_extra(command: str, extra: str, modules: list[str]) -> bool:
@@ -608,6 +627,9 @@ def _run_app(args) -> int:
 
     public = public_mode() or args.public   # a bad ACCESSLIB_PUBLIC is refused here, before the server starts
     argv, folder, env = voila_command(args.port, public, cull_idle=args.cull_idle, preheat=args.preheat)
+    if _port_in_use(args.port):
+        raise OSError(f"port {args.port} on 127.0.0.1 is in use (another accesslib app or server?): stop it, or "
+                      f"serve on another port: accesslib app --port {args.port + 1} (make app PORT={args.port + 1})")
     print(f"\n  accesslib apps: http://127.0.0.1:{args.port}/voila/render/00-index.ipynb"
           f"{'  (public mode)' if public else ''}\n  (Ctrl-C to stop)\n", flush=True)
     os.chdir(folder)

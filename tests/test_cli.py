@@ -181,6 +181,29 @@ def test_app_runs_the_voila_server_of_make_app(monkeypatch):
     assert "$(VENV)/bin/accesslib app --port=$(PORT)" in make  # `make app` is `accesslib app`
 
 
+def test_app_on_a_port_in_use_says_so_and_starts_nothing(monkeypatch, capsys):
+    """Voila would move to the next free port while `accesslib app` prints the one asked for: a
+    port that a server already listens on is refused in one line, with a free way out."""
+    import os
+    import socket
+
+    from accesslib import cli
+    pytest.importorskip("voila")
+    assert "--Voila.port_retries=0" in cli.VOILA_FLAGS   # nor does the server move on a race
+    monkeypatch.setattr(os, "execve", lambda *a: pytest.fail("the server was started"))
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["app", "--port", str(port)]) == 1
+    out, err = capsys.readouterr()
+    assert "accesslib apps:" not in out
+    assert err.strip() == (f"accesslib app: error: port {port} on 127.0.0.1 is in use (another accesslib app or "
+                           f"server?): stop it, or serve on another port: accesslib app --port {port + 1} "
+                           f"(make app PORT={port + 1})")
+    assert not cli._port_in_use(port)   # closed: free again
+
+
 @pytest.mark.parametrize("argv, module, extra", [
     (["app", "--port", "8866"], "voila", "apps"),
     (["sweep", "examples/sweep-tiny.yaml"], "distributed", "sweep"),
