@@ -406,7 +406,11 @@ def _run_bound(args) -> int:
         how = ("r x 2^-11: [A]'s choice" if args.dtype == bounds.PAPER_DTYPE
                else f"r x the unit roundoff of {args.dtype}")
     t = bounds.bound_table(d, vocab, eps, r, args.m, args.n)
-    ratios = [(label, a, t["slope"] / a) for label, a in measured if a]
+    # a measured slope goes with the model's own setting (as notebook 01 puts [A]'s away off a preset)
+    own = all(v is None for v in (args.d, args.vocab, args.r, args.eps)) and args.dtype == bounds.PAPER_DTYPE
+    ratios = [(label, a, t["slope"] / a) for label, a in measured if a] if own else []
+    if origin and not own:
+        origin += ", with the values given here in its place"
     if args.json:
         ratios = [dict(against=label, slope=a, ratio=x) for label, a, x in ratios]
         print(json.dumps(dict(t, origin=origin or None, eps_from=how, budget=budget, ratios=ratios),
@@ -422,6 +426,8 @@ def _run_bound(args) -> int:
     _print_table(table, right={0, 1, 2, 3}, indent="  ")
     for label, a, x in ratios:
         print(f"  {label}: {a:.4g} tokens per vector; C / a = {x:.1f}")
+    if not own and any(a for _, a in measured):
+        print("  C / a: only at the model's own d, |V|, r and [A]'s eps, which the measured slope goes with")
     if ratios and budget == "budget-limited":
         print("  budget-limited: a larger step budget moved the measured n50, so the slope is partly the "
               "budget's and C / a overstates the gap (docs/real-models.md)")
@@ -504,9 +510,9 @@ def _run_sweep(args) -> int:
 
 
 # --- app -------------------------------------------------------------------------------------
-#: the Voila server of ``make app`` and ``accesslib app``: local only, no tracebacks on the page
-#: the server's flags; port_retries=0: a port in use stops the server rather than moving it to another
-#: port than the address ``accesslib app`` prints (Voila tries 50 more by default)
+#: the Voila server of ``make app`` and ``accesslib app``: local only, no tracebacks on the page, and
+#: port_retries=0: a port in use stops the server rather than moving it to another port than the
+#: address ``accesslib app`` prints (Voila tries 50 more by default)
 VOILA_FLAGS = ("--no-browser", "--Voila.ip=127.0.0.1", "--ServerApp.ip=127.0.0.1", "--show_tracebacks=False",
                "--Voila.port_retries=0")
 

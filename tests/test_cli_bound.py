@@ -54,6 +54,11 @@ def test_a_model_of_the_published_table_with_its_ratios(capsys):
     t = _json(capsys, "--model", "pythia-160m", "--r", "10", "--dtype", "bfloat16", "--m", "1")
     assert t["r"] == 10 and t["eps"] == pytest.approx(10 * 2.0**-8)
     assert t["slope"] == pytest.approx(768 * math.log1p(2 * 2**8) / math.log(50304))
+    # [A]'s measured slopes go with its own setting: no C / a away from it (as in notebook 01)
+    assert t["ratios"] == [] and t["origin"].endswith(", with the values given here in its place")
+    assert main(["bound", "--model", "pythia-160m", "--dtype", "float32", "--m", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "C / a = " not in out and "C / a: only at the model's own d, |V|, r and [A]'s eps" in out
 
 
 def test_a_shipped_bundle_says_its_budget_check(capsys):
