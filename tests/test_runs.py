@@ -26,13 +26,14 @@ def test_every_run_is_a_valid_make_bundles_command(make_bundles):
     names = _runs("names").stdout.split()
     assert names == ["gemma-n50", "smol-tokens", "smol-paper-tokens", "smol-glove-9k", "smol-tokens-9k",
                      "smol-glove-9k-m2", "smol-tokens-9k-m2", "gemma-9k", "smol-glove-27k", "smol-tokens-27k",
-                     "smol-glove-9k-m3", "smol-tokens-9k-m3"]
+                     "smol-glove-9k-m3", "smol-tokens-9k-m3", "gemma-27k"]
     for name in names:
         r = _runs("args", name)
         assert r.returncode == 0, r.stderr
         argv = r.stdout.split()
         a = make_bundles.build_parser().parse_args(argv)          # SystemExit on any bad option
-        assert a.m == ([1, 2] if name.endswith(("-m2", "-27k")) else [1, 2, 3] if name.endswith("-m3") else [1]), name
+        two = name.endswith(("-m2", "-27k")) and not name.startswith("gemma")
+        assert a.m == ([1, 2] if two else [1, 2, 3] if name.endswith("-m3") else [1]), name
         assert a.samples == 6 and a.search == "grid" and a.no_geometry, name
         for lengths in make_bundles.parse_lengths(a.lengths, a.m, pytest.fail).values():
             assert len(lengths) >= 4 and lengths == sorted(lengths), name
@@ -56,9 +57,10 @@ def test_every_run_is_a_valid_make_bundles_command(make_bundles):
         got, had = (make_bundles.parse_lengths(x.lengths, x.m, pytest.fail) for x in (three, two))
         assert {m: got[m] for m in (1, 2)} == had and len(got[3]) == len(had[2]) and got[3][1:] == had[2][2:] + [
             got[3][-1]] and got[3][-1] > had[2][-1]
-    # a 27k run is its m = 2 run with 3x the steps and patience, gone on from where it left each string
-    for name in ("smol-glove", "smol-tokens"):
-        nine = make_bundles.build_parser().parse_args(_runs("args", f"{name}-9k-m2").stdout.split())
+    # a 27k run is its 9000 / 1500 run (SmolLM2's at m = 1 and 2) with 3x the steps and patience, gone on
+    # from where that run left each string
+    for name, m2 in (("smol-glove", "-m2"), ("smol-tokens", "-m2"), ("gemma", "")):
+        nine = make_bundles.build_parser().parse_args(_runs("args", f"{name}-9k{m2}").stdout.split())
         more = make_bundles.build_parser().parse_args(_runs("args", f"{name}-27k").stdout.split())
         assert {k: v for k, v in vars(more).items() if k not in ("max_steps", "patience", "extend_from")} == \
             {k: v for k, v in vars(nine).items() if k not in ("max_steps", "patience", "extend_from")}
@@ -86,7 +88,7 @@ def test_every_run_is_a_valid_make_bundles_command(make_bundles):
 @pytest.mark.parametrize("argv, msg", [
     (["start", "gemma-n50,nope"], "unknown run 'nope' (one of: gemma-n50 smol-tokens smol-paper-tokens smol-glove-9k smol-tokens-9k "
                                 "smol-glove-9k-m2 smol-tokens-9k-m2 gemma-9k smol-glove-27k smol-tokens-27k smol-glove-9k-m3 "
-                                "smol-tokens-9k-m3)"),
+                                "smol-tokens-9k-m3 gemma-27k)"),
     (["args", "nope"], "unknown run 'nope'"),
 ])
 def test_unknown_runs_are_named_and_nothing_starts(argv, msg, tmp_path):
@@ -263,6 +265,8 @@ def test_an_m2_run_follows_its_m1_run_on_the_same_store(tmp_path):
     # with its ladder down to [A]'s budget
     ("smol-tokens-27k", "smol-tokens-9k", " --max-steps 27000 --patience 4500 --extend-from 9000/1500 ",
      "1000/500 3000/500 9000/1500"),
+    ("gemma-27k", "gemma-9k", " --max-steps 27000 --patience 4500 --extend-from 9000/1500 ",
+     "1000/500 3000/500 9000/1500"),
     # an m = 3 run goes on in its m = 1 run's store (m = 1 read back, m = 2 from its kept states)
     ("smol-glove-9k-m3", "smol-glove-9k", " --m 1 2 3 --samples 6 ", "1000/500 3000/500"),
 ])
@@ -274,7 +278,8 @@ def test_a_run_that_goes_on_in_another_runs_store(tmp_path, name, store, has, la
     _wait(lambda: len(_calls(tmp_path)) == 2 and not list((tmp_path / "live").glob(".chain-*")))
     calls, live = _calls(tmp_path), tmp_path / "live"
     assert has in calls[0] and calls[0].endswith(f"--store {live}/{store}.sqlite --out {live}/{name}-bundle")
-    assert calls[1] == (f"scripts/make_bundles.py --add-budget-ladder smollm2-135m --ladder {ladder} "
+    model = "gemma-3-270m" if name.startswith("gemma") else "smollm2-135m"
+    assert calls[1] == (f"scripts/make_bundles.py --add-budget-ladder {model} --ladder {ladder} "
                         f"--store {live}/{store}.sqlite --out {live}/{name}-bundle")
     if name.endswith("-m3"):
         assert " --lengths 1:10,16,24,34,46 2:24,34,46,62,82 3:34,46,62,82,108 " in calls[0]
@@ -585,6 +590,7 @@ def _finished(tmp_path, name, store, model="smollm2-135m"):
     ("smol-tokens-9k-m2", "smol-tokens-9k", "smol-tokens-9k", "tokens", "9000/1500", "smol-tokens-3k"),
     ("smol-tokens-27k", "smol-tokens-9k", "smol-tokens-27k", "tokens", "27000/4500", None),
     ("gemma-9k", "gemma-9k", "gemma-9k", "glove100k", "9000/1500", "gemma-3k"),
+    ("gemma-27k", "gemma-9k", "gemma-27k", "glove100k", "27000/4500", None),
 ])
 def test_ship_keeps_a_finished_runs_bundle_its_map_and_its_3000_500(tmp_path, name, store, folder, source, own,
                                                                    three):
@@ -616,7 +622,8 @@ def test_ship_keeps_a_finished_runs_bundle_its_map_and_its_3000_500(tmp_path, na
 @pytest.mark.parametrize("argv, msg", [
     (["ship"], "usage: runs.sh ship NAME"),
     (["ship", "nope"], "unknown run 'nope'"),
-    (["ship", "gemma-n50"], "ship takes a run measured beside a shipped bundle (smol-*, gemma-9k); got 'gemma-n50'"),
+    (["ship", "gemma-n50"],
+     "ship takes a run measured beside a shipped bundle (smol-*, gemma-9k, gemma-27k); got 'gemma-n50'"),
     (["ship", "gemma-9k"], "run 'gemma-9k' has not finished here (no "),
     (["ship", "smol-tokens"], "ship takes a run under [A]'s protocol (--protocol paper); 'smol-tokens' has a schedule"),
     (["ship", "smol-tokens-9k-m3"], "run 'smol-tokens-9k-m3' has not finished here (no "),

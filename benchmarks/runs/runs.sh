@@ -96,6 +96,10 @@
 #                 15:10 UTC kept no state and are crammed from the start); 9000 / 1500 and [A]'s
 #                 3000 / 500 are read from the same strings, so it is the 9000 / 1500 run's budget
 #                 check at m = 1 and 2
+#   gemma-27k     gemma-9k with 3x its steps and patience (27000 / 4500), on its store: every string
+#                 gone on from the state gemma-9k finished it in (all 36 kept one; the 22 crammed are
+#                 taken as they are), so it pays only for the 14 that 9000 / 1500 did not cram: the
+#                 9000 / 1500 run's budget check (9000 / 1500, 3000 / 500, 1000 / 500 read from it)
 # A run under [A]'s protocol that ends well is followed by its budget ladder (1000 and, for
 # SmolLM2, 3000 steps), read from its own strings: its bundle in scratch/runs/NAME-bundle/ has it.
 set -euo pipefail
@@ -107,7 +111,7 @@ KEPT=${RUNS_KEPT:-benchmarks/runs/stores}    # their snapshots (tracked)
 PLAN=${RUNS_PLAN:-benchmarks/runs/plan}      # the chains `resume` starts (tracked)
 BUNDLES=${RUNS_BUNDLES:-benchmarks/runs/bundles}   # finished runs' bundles, kept in the shipped ones (tracked)
 RUNS="gemma-n50 smol-tokens smol-paper-tokens smol-glove-9k smol-tokens-9k smol-glove-9k-m2 smol-tokens-9k-m2 gemma-9k"
-RUNS="$RUNS smol-glove-27k smol-tokens-27k smol-glove-9k-m3 smol-tokens-9k-m3"
+RUNS="$RUNS smol-glove-27k smol-tokens-27k smol-glove-9k-m3 smol-tokens-9k-m3 gemma-27k"
 
 args() {   # the make_bundles.py arguments of each run
   case "$1" in
@@ -129,7 +133,9 @@ args() {   # the make_bundles.py arguments of each run
       --max-steps 9000 --patience 1500 --search grid --lengths 1:6,9,12,17,22,27,32 2:12,17,24,32,42,54
       --no-geometry";;
     smol-glove-9k-m3|smol-tokens-9k-m3) args "${1%-m3}-m2" | sed "s/--m 1 2 /--m 1 2 3 /; s/ 2:\([0-9,]*\)/ 2:\1 3:$(m3_lengths "$1")/";;
-    smol-glove-27k|smol-tokens-27k) args "${1%-27k}-9k-m2" | sed 's/--max-steps 9000 --patience 1500/--max-steps 27000 --patience 4500 --extend-from 9000\/1500/';;
+    smol-glove-27k|smol-tokens-27k|gemma-27k)   # the 9000 / 1500 run (at m = 1 and 2 for SmolLM2), gone on from
+      case "$1" in gemma-*) nine=gemma-9k;; *) nine="${1%-27k}-9k-m2";; esac
+      args "$nine" | sed 's/--max-steps 9000 --patience 1500/--max-steps 27000 --patience 4500 --extend-from 9000\/1500/';;
     *) echo "unknown run '$1' (one of: $RUNS)" >&2; exit 2;;
   esac
 }
@@ -159,6 +165,7 @@ after_run() {   # what follows a finished run: under [A]'s protocol, the budget 
     gemma-9k) echo "--add-budget-ladder gemma-3-270m --ladder 1000/500 3000/500";;
     smol-paper-tokens|smol-*-9k|smol-*-9k-m2|smol-*-9k-m3) echo "--add-budget-ladder smollm2-135m --ladder 1000/500 3000/500";;
     smol-*-27k) echo "--add-budget-ladder smollm2-135m --ladder 1000/500 3000/500 9000/1500";;
+    gemma-27k) echo "--add-budget-ladder gemma-3-270m --ladder 1000/500 3000/500 9000/1500";;
   esac
 }
 
@@ -407,8 +414,9 @@ case "${1:-}" in
     [ $# -eq 2 ] || { echo "usage: runs.sh ship NAME (e.g. smol-glove-9k-m3)" >&2; exit 2; }
     name=$2 a=$(args "$2")                                # unknown names: refused
     case "$name" in
-      smol-*|gemma-9k) ;;
-      *) echo "ship takes a run measured beside a shipped bundle (smol-*, gemma-9k); got '$name'" >&2; exit 2;;
+      smol-*|gemma-9k|gemma-27k) ;;
+      *) echo "ship takes a run measured beside a shipped bundle (smol-*, gemma-9k, gemma-27k); got '$name'" >&2
+         exit 2;;
     esac
     echo "$a" | grep -q -- "--protocol paper" ||
       { echo "ship takes a run under [A]'s protocol (--protocol paper); '$name' has a schedule" >&2; exit 2; }
