@@ -369,7 +369,7 @@ def _run_bound(args) -> int:
 
     from accesslib.theory import bounds
 
-    d, vocab, r, measured, origin, budget = args.d, args.vocab, args.r, [], "", None
+    d, vocab, r, measured, origin, budget, point = args.d, args.vocab, args.r, [], "", None, None
     if args.model:
         from accesslib.results import reference
         try:
@@ -396,6 +396,8 @@ def _run_bound(args) -> int:
         budget = bundles.budget_status(b)[0]
         measured = [(f"slope measured here ({b['source']} targets; budget check: {budget})",
                      (b.get("slope") or {}).get("slope"))]
+        point = bundles.single_point(b)   # one m measured (Gemma-3-270M): n* / n50 in place of C / a
+        targets = b["source"]
     missing = [flag for flag, v in (("--d", d), ("--vocab", vocab), ("--r", r)) if v is None]
     if missing:
         fail(", ".join(missing), "given (or --model NAME / --bundle NAME, which sets them)", None)
@@ -409,12 +411,18 @@ def _run_bound(args) -> int:
     # a measured slope goes with the model's own setting (as notebook 01 puts [A]'s away off a preset)
     own = all(v is None for v in (args.d, args.vocab, args.r, args.eps)) and args.dtype == bounds.PAPER_DTYPE
     ratios = [(label, a, t["slope"] / a) for label, a in measured if a] if own else []
+    point_given = point is not None
+    if point and own:   # (m, n50, stderr) of a bundle with one m: n* there against that n50
+        pm, n50, se = point
+        point = dict(m=pm, n50=n50, stderr=se, ratio=float(bounds.n_star(pm, d, vocab, eps, r)) / n50)
+    else:
+        point = None
     if origin and not own:
         origin += ", with the values given here in its place"
     if args.json:
         ratios = [dict(against=label, slope=a, ratio=x) for label, a, x in ratios]
-        print(json.dumps(dict(t, origin=origin or None, eps_from=how, budget=budget, ratios=ratios),
-                         indent=1))
+        print(json.dumps(dict(t, origin=origin or None, eps_from=how, budget=budget, ratios=ratios,
+                              n50_point=point), indent=1))
         return 0
     print("counting bound of [A] (Theorem 4.5, Corollary 4.6)" + (f": {origin}" if origin else ""))
     print(f"  d = {d:,}, |V| = {vocab:,}, r = {r:.6g}, eps = {eps:.6g} ({how})")
@@ -426,11 +434,16 @@ def _run_bound(args) -> int:
     _print_table(table, right={0, 1, 2, 3}, indent="  ")
     for label, a, x in ratios:
         print(f"  {label}: {a:.4g} tokens per vector; C / a = {x:.1f}")
-    if not own and any(a for _, a in measured):
-        print("  C / a: only at the model's own d, |V|, r and [A]'s eps, which the measured slope goes with")
-    if ratios and budget == "budget-limited":
-        print("  budget-limited: a larger step budget moved the measured n50, so the slope is partly the "
-              "budget's and C / a overstates the gap (docs/real-models.md)")
+    if point:
+        print(f"  one m measured here, no slope: n50 = {point['n50']:.1f} +- {point['stderr']:.1f} at "
+              f"m = {point['m']} ({targets} targets; budget check: {budget}); "
+              f"n* / n50 = {point['ratio']:.1f}")
+    if not own and (any(a for _, a in measured) or point_given):
+        print("  C / a (n* / n50 where one m was measured): only at the model's own d, |V|, r and [A]'s eps, "
+              "which the measured figures go with")
+    if (ratios or point) and budget == "budget-limited":
+        print("  budget-limited: a larger step budget moved the measured n50, so the measured figure is "
+              "partly the budget's and the ratio overstates the gap (docs/real-models.md)")
     if t["shares"]:
         print("  at most this share of the |V|^n strings of length n can be forced by a prompt of m vectors:")
         table = [("n",) + tuple(f"m = {row['m']:g}" for row in t["rows"])]

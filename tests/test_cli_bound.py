@@ -58,7 +58,7 @@ def test_a_model_of_the_published_table_with_its_ratios(capsys):
     assert t["ratios"] == [] and t["origin"].endswith(", with the values given here in its place")
     assert main(["bound", "--model", "pythia-160m", "--dtype", "float32", "--m", "1"]) == 0
     out = capsys.readouterr().out
-    assert "C / a = " not in out and "C / a: only at the model's own d, |V|, r and [A]'s eps" in out
+    assert "C / a = " not in out and "only at the model's own d, |V|, r and [A]'s eps" in out
 
 
 def test_a_shipped_bundle_says_its_budget_check(capsys):
@@ -75,7 +75,7 @@ def test_a_shipped_bundle_says_its_budget_check(capsys):
         assert t["ratios"][0]["ratio"] == pytest.approx(t["slope"] / b["slope"]["slope"])
     assert main(["bound", "--bundle", "smollm2-135m", "--m", "1"]) == 0
     out = capsys.readouterr().out
-    assert "budget check: budget-limited" in out and "C / a overstates the gap" in out
+    assert "budget check: budget-limited" in out and "the ratio overstates the gap" in out
     assert main(["bound", "--bundle", "tiny-d32-v257", "--m", "1"]) == 0
     out = capsys.readouterr().out
     assert "budget check: converged" in out and "overstates" not in out
@@ -101,3 +101,23 @@ def test_bad_input_is_one_line_naming_the_option(argv, msg, capsys):
         code = e.code
     err = capsys.readouterr().err
     assert code == 2 and msg in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_bundle_with_one_m_sets_n_star_against_its_n50(capsys):
+    """Gemma-3-270M's bundle measured m = 1 only: no slope, so n* = C at m = 1 against its n50, the
+    figure notebook 03 shows (426.7, 44.7 times the n50), with its budget label."""
+    from accesslib.results import bundles
+
+    b = bundles.load("cram", "gemma-3-270m")
+    m, n50, se = bundles.single_point(b)
+    t = _json(capsys, "--bundle", "gemma-3-270m", "--m", "1")
+    assert t["ratios"] == [] and t["n50_point"] == {"m": 1, "n50": n50, "stderr": se,
+                                                    "ratio": pytest.approx(t["slope"] / n50)}
+    assert (round(t["slope"], 1), round(t["n50_point"]["ratio"], 1)) == (426.7, 44.7)
+    assert main(["bound", "--bundle", "gemma-3-270m", "--m", "1"]) == 0
+    out = capsys.readouterr().out
+    assert ("one m measured here, no slope: n50 = 9.5 +- 1.0 at m = 1 (glove100k targets; budget check: "
+            "budget-limited); n* / n50 = 44.7") in out
+    assert "the ratio overstates the gap" in out
+    # away from the bundle's own setting there is no ratio
+    assert _json(capsys, "--bundle", "gemma-3-270m", "--dtype", "float32")["n50_point"] is None
