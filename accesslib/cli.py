@@ -341,6 +341,8 @@ def _add_bound(p: argparse.ArgumentParser):
                                                      "(e.g. pythia-160m, gemma-3-270m)")
     src.add_argument("--bundle", metavar="NAME", help="a shipped cramming bundle (e.g. tiny-d32-v257, "
                                                       "smollm2-135m): its d, |V|, measured r_inf and slope")
+    src.add_argument("--table", action="store_true",
+                     help="every model of [A]'s table: C and C / a against [A]'s measured slopes")
     p.add_argument("--d", type=_POSITIVE_INT, help="width of a prompt vector")
     p.add_argument("--vocab", type=arg_type(check_int, 2), metavar="V", help="vocabulary size |V|")
     p.add_argument("--r", type=_POSITIVE_FLOAT, help="radius of the support (r_inf)")
@@ -369,7 +371,10 @@ def _run_bound(args) -> int:
 
     from accesslib.theory import bounds
 
+    if args.table:
+        return _bound_table_of_models(args)
     d, vocab, r, measured, origin, budget, point = args.d, args.vocab, args.r, [], "", None, None
+    r_note = ""
     if args.model:
         from accesslib.results import reference
         try:
@@ -379,7 +384,10 @@ def _run_bound(args) -> int:
             fail("--model", f"a model of [A]'s table ({names})", args.model)
         d, vocab = d or row["d"], vocab or row["vocab_size"]
         if r is None and row.get("r_inf") is None:
-            fail("--r", f"given for {row['name']} ([A]'s table has no r_inf for it)", None)
+            if args.eps is not None or args.dtype != bounds.PAPER_DTYPE:
+                fail("--r", f"given for {row['name']} with --eps or --dtype ([A]'s table has no r_inf "
+                     f"for it)", None)
+            r, r_note = 1.0, " (no r_inf in [A]'s table; at [A]'s eps nothing here depends on r)"
         r = row["r_inf"] if r is None else r
         origin = f"{row['name']}, [A]'s table"
         measured = [(f"[A]'s slope on {label}", row.get(key)) for key, label in
@@ -422,10 +430,10 @@ def _run_bound(args) -> int:
     if args.json:
         ratios = [dict(against=label, slope=a, ratio=x) for label, a, x in ratios]
         print(json.dumps(dict(t, origin=origin or None, eps_from=how, budget=budget, ratios=ratios,
-                              n50_point=point), indent=1))
+                              n50_point=point, r_published=not r_note), indent=1))
         return 0
     print("counting bound of [A] (Theorem 4.5, Corollary 4.6)" + (f": {origin}" if origin else ""))
-    print(f"  d = {d:,}, |V| = {vocab:,}, r = {r:.6g}, eps = {eps:.6g} ({how})")
+    print(f"  d = {d:,}, |V| = {vocab:,}, r = {r:.6g}{r_note}, eps = {eps:.6g} ({how})")
     print(f"  ln(1 + 2r/eps) = {t['ln_cells']:.4f} nats per coordinate")
     print(f"  C = d ln(1 + 2r/eps) / ln|V| = {t['slope']:,.2f} tokens per prompt vector")
     table = [("m", "log10 prompts", "n* = C m", "n50 bound")]
@@ -449,6 +457,61 @@ def _run_bound(args) -> int:
         table = [("n",) + tuple(f"m = {row['m']:g}" for row in t["rows"])]
         table += [(f"{sh['n']:g}",) + tuple(_share_text(x) for x in sh["log10_share"]) for sh in t["shares"]]
         _print_table(table, right=set(range(len(table[0]))), indent="  ")
+    return 0
+
+
+def _bound_table_of_models(args) -> int:
+    """``accesslib bound --table``: C of every model of [A]'s table at the chosen eps, and C / a
+    against [A]'s measured slopes (at [A]'s own eps only), with the range over the models."""
+    import json
+
+    from accesslib.results import reference
+    from accesslib.theory import bounds
+
+    given = [(f, v) for f, v in (("--d", args.d), ("--vocab", args.vocab), ("--r", args.r), ("--n", args.n))
+             if v]
+    if given:
+        fail(given[0][0], "left out with --table (each model's own values are used)", given[0][1])
+    paper = args.eps is None and args.dtype == bounds.PAPER_DTYPE
+    rows = []
+    for row in reference.models():
+        r = row.get("r_inf")
+        if r is None and not paper:
+            C = None   # eps from r, or eps given: C needs r, which [A] does not give for this model
+        else:
+            r = 1.0 if r is None else r   # at [A]'s eps, 2r / eps = 4096 whatever r is
+            eps = args.eps if args.eps is not None else bounds.eps_for_dtype(args.dtype, r)
+            C = float(bounds.slope(row["d"], row["vocab_size"], eps, r))
+        ratio = {k: C / row[k] for k in ("slope_pg19", "slope_random") if paper and C and row.get(k)}
+        rows.append(dict(model=row["name"], d=row["d"], vocab_size=row["vocab_size"], r_inf=row.get("r_inf"),
+                         slope=C, a_pg19=row.get("slope_pg19"), ratio_pg19=ratio.get("slope_pg19"),
+                         a_random=row.get("slope_random"), ratio_random=ratio.get("slope_random")))
+    # the range over the models whose r_inf [A] gives (the models of its ratio figures)
+    ranges = {k: (min(v), max(v)) for k in ("ratio_pg19", "ratio_random")
+              if (v := [x[k] for x in rows if x[k] is not None and x["r_inf"] is not None])}
+    if args.json:
+        how = "paper" if paper else args.dtype if args.eps is None else "given"
+        source = reference.models()[0]["source"]
+        print(json.dumps(dict(models=rows, ranges=ranges, eps_from=how, source=source), indent=1))
+        return 0
+    eps_words = ("[A]'s eps = r x 2^-11 (C does not depend on r)" if paper else f"eps = {args.eps:g}"
+                 if args.eps is not None else f"eps = r_inf x the unit roundoff of {args.dtype}")
+    print(f"C of every model of [A]'s table, at {eps_words}:")
+
+    def num(x, f):
+        return "-" if x is None else format(x, f)
+    table = [("model", "d", "|V|", "r_inf", "C", "a (PG19)", "C / a", "a (Random)", "C / a")]
+    table += [(x["model"], f"{x['d']:,}", f"{x['vocab_size']:,}", num(x["r_inf"], "g"),
+               num(x["slope"], ",.1f"), num(x["a_pg19"], "g"), num(x["ratio_pg19"], ".1f"),
+               num(x["a_random"], "g"), num(x["ratio_random"], ".1f")) for x in rows]
+    _print_table(table, right=set(range(1, 9)), indent="  ")
+    if ranges:
+        said = {"ratio_pg19": "PG19", "ratio_random": "Random"}
+        print("  over the models with a published r_inf, C / a is " + " and ".join(
+            f"{lo:.1f} to {hi:.1f} against the {said[k]} slopes" for k, (lo, hi) in ranges.items()))
+        print("  ([A] reports 5.5 to 13.5 and 11 to 29; docs/paper.md, section 6)")
+    else:
+        print("  C / a: only at [A]'s eps, which the measured slopes go with")
     return 0
 
 

@@ -85,8 +85,10 @@ def test_a_shipped_bundle_says_its_budget_check(capsys):
     (["--d", "5"], "--vocab, --r must be given (or --model NAME / --bundle NAME, which sets them)"),
     (["--model", "nope"], "--model must be a model of [A]'s table (EleutherAI/pythia-160m"),
     (["--bundle", "nope"], "--bundle must be a shipped cramming bundle (gemma-3-270m"),
-    (["--model", "gemma-3-1b-pt"],
-     "--r must be given for google/gemma-3-1b-pt ([A]'s table has no r_inf for it)"),
+    (["--model", "gemma-3-1b-pt", "--dtype", "bfloat16"],
+     "--r must be given for google/gemma-3-1b-pt with --eps or --dtype ([A]'s table has no r_inf for it)"),
+    (["--table", "--n", "5"],
+     "--n must be left out with --table (each model's own values are used); got [5]"),
     (["--d", "0", "--vocab", "3", "--r", "1"], "argument --d: must be a whole number >= 1; got 0"),
     (["--d", "4", "--vocab", "1", "--r", "1"], "argument --vocab: must be a whole number >= 2; got 1"),
     (["--d", "4", "--vocab", "9", "--r", "1", "--eps", "0"], "argument --eps: must be a number > 0; got 0"),
@@ -121,3 +123,41 @@ def test_a_bundle_with_one_m_sets_n_star_against_its_n50(capsys):
     assert "the ratio overstates the gap" in out
     # away from the bundle's own setting there is no ratio
     assert _json(capsys, "--bundle", "gemma-3-270m", "--dtype", "float32")["n50_point"] is None
+
+
+def test_the_table_of_every_published_model_and_its_ratio_ranges(capsys):
+    """[A]'s own numbers give back its reported theory/experiment ratios: C / a over the models with
+    a published r_inf is 6.0 to 13.5 against PG19 and 11.4 to 29.4 against Random ([A] reports 5.5 to
+    13.5 and 11 to 29). Gemma-3-1b-pt has no r_inf, but at
+    [A]'s eps C does not depend on r: its C is given, and it is left out of the ranges."""
+    from accesslib.results import reference
+
+    t = _json(capsys, "--table")
+    assert [x["model"] for x in t["models"]] == [x["name"] for x in reference.models()]
+    by = {x["model"]: x for x in t["models"]}
+    for row in reference.models():   # by hand: d ln 4097 / ln |V|
+        want = row["d"] * math.log(4097) / math.log(row["vocab_size"])
+        assert by[row["name"]]["slope"] == pytest.approx(want)
+    assert round(by["meta-llama/Llama-3.2-1B"]["ratio_random"], 1) == 20.3   # [A]'s own example
+    assert {k: [round(x, 1) for x in v] for k, v in t["ranges"].items()} == {
+        "ratio_pg19": [6.0, 13.5], "ratio_random": [11.4, 29.4]}
+    one = by["google/gemma-3-1b-pt"]
+    assert one["r_inf"] is None and round(one["slope"], 1) == 768.0 and round(one["ratio_random"], 1) == 109.4
+    assert main(["bound", "--table"]) == 0
+    out = capsys.readouterr().out
+    assert "C / a is 6.0 to 13.5 against the PG19 slopes and 11.4 to 29.4 against the Random slopes" in out
+    assert "[A] reports 5.5 to 13.5 and 11 to 29" in out
+    # at another eps the ratios go (the measured slopes go with [A]'s eps); a model without r_inf has no C
+    t = _json(capsys, "--table", "--dtype", "float32")
+    assert t["ranges"] == {} and all(x["ratio_pg19"] is None for x in t["models"])
+    assert by["google/gemma-3-1b-pt"]["slope"] and t["models"][-1]["slope"] is None
+    # the model alone: no r needed at [A]'s eps, r needed at another
+    t = _json(capsys, "--model", "gemma-3-1b-pt", "--m", "1")
+    assert round(t["slope"], 2) == 768.02 and t["r_published"] is False
+    assert main(["bound", "--model", "gemma-3-1b-pt", "--dtype", "float32"]) == 2
+    assert "--r must be given for google/gemma-3-1b-pt with --eps or --dtype" in capsys.readouterr().err
+    try:
+        code = main(["bound", "--table", "--d", "4"])
+    except SystemExit as e:
+        code = e.code
+    assert code == 2 and "--d must be left out with --table" in capsys.readouterr().err
