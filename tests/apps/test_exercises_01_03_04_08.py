@@ -123,6 +123,30 @@ def test_01_q7_r_zero(app01):
     assert app01.values["log10_accessible"] == 0.0 and app01.values["n_star"] == 0.0   # N = 1, n* = 0
 
 
+def test_01_q8_loosest_and_tightest_bound_against_random_words(app01):
+    from accesslib.results import reference
+
+    got = {}
+    for row in reference.models():
+        app01.set(preset=row["name"], m=1)
+        C = app01.values["C"]
+        got[row["name"]] = (C, C / row["slope_random"], row["r_inf"] is not None)
+        assert f"C / a(Random) = {C / row['slope_random']:.1f}×" in app01.ratio_text
+    with_r = {k: v for k, v in got.items() if v[2]}
+    assert len(with_r) == 7 and "google/gemma-3-1b-pt" not in with_r                     # "the seven models"
+    loosest, tightest = max(with_r, key=lambda k: with_r[k][1]), min(with_r, key=lambda k: with_r[k][1])
+    assert (loosest, tightest) == ("Qwen/Qwen2.5-1.5B", "EleutherAI/pythia-410m")
+    assert round(with_r[loosest][0]) == 1071 and round(with_r[tightest][0]) == 787   # "C ≈ 1071", "≈ 787"
+    assert (round(with_r[loosest][1]), round(with_r[tightest][1])) == (29, 11)          # "about 29", "11"
+    assert (round(min(v[1] for v in with_r.values()), 1), round(max(v[1] for v in with_r.values()), 1)) == \
+        (11.4, 29.4)
+    pg19 = [v[0] / r["slope_pg19"] for r in reference.models() for k, v in with_r.items() if k == r["name"]]
+    assert (round(min(pg19), 1), round(max(pg19), 1)) == (6.0, 13.5)                     # "6.0 to 13.5"
+    C, ratio, _ = got["google/gemma-3-1b-pt"]
+    assert round(C) == 768 and round(ratio) == 109                        # "C (768)", "about 109"
+    assert reference.model("gemma-3-1b-pt")["slope_random"] == 7.02                      # "only 7.0"
+
+
 def test_01_custom_settings_never_use_a_preset_slope(app01):
     """Item 2: d, |V|, r or ε away from the preset -> "custom", no C/a, no published points."""
     for move in (dict(d=1536), dict(vocab_size=32000), dict(r=30.0), dict(dtype="custom", eps=0.01)):
