@@ -161,3 +161,13 @@ def test_the_table_of_every_published_model_and_its_ratio_ranges(capsys):
     except SystemExit as e:
         code = e.code
     assert code == 2 and "--d must be left out with --table" in capsys.readouterr().err
+
+
+def test_the_readme_quotes_the_tables_ranges(capsys):
+    from pathlib import Path
+
+    t = _json(capsys, "--table")
+    (lo, hi), (rlo, rhi) = t["ranges"]["ratio_pg19"], t["ranges"]["ratio_random"]
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8").split())
+    assert (f"C / a is {lo:.1f} to {hi:.1f} against its PG19 slopes and {rlo:.1f} to {rhi:.1f} against its "
+            f"Random ones") in readme
