@@ -373,8 +373,8 @@ def _run_bound(args) -> int:
 
     if args.table:
         return _bound_table_of_models(args)
-    d, vocab, r, measured, origin, budget, point = args.d, args.vocab, args.r, [], "", None, None
-    r_note = ""
+    d, vocab, r, measured, origin, budget, single = args.d, args.vocab, args.r, [], "", None, None
+    r_note = targets = ""
     if args.model:
         from accesslib.results import reference
         try:
@@ -404,7 +404,7 @@ def _run_bound(args) -> int:
         budget = bundles.budget_status(b)[0]
         measured = [(f"slope measured here ({b['source']} targets; budget check: {budget})",
                      (b.get("slope") or {}).get("slope"))]
-        point = bundles.single_point(b)   # one m measured (Gemma-3-270M): n* / n50 in place of C / a
+        single = bundles.single_point(b)   # one m measured (Gemma-3-270M): n* / n50 in place of C / a
         targets = b["source"]
     missing = [flag for flag, v in (("--d", d), ("--vocab", vocab), ("--r", r)) if v is None]
     if missing:
@@ -418,13 +418,12 @@ def _run_bound(args) -> int:
     t = bounds.bound_table(d, vocab, eps, r, args.m, args.n)
     # a measured slope goes with the model's own setting (as notebook 01 puts [A]'s away off a preset)
     own = all(v is None for v in (args.d, args.vocab, args.r, args.eps)) and args.dtype == bounds.PAPER_DTYPE
-    ratios = [(label, a, t["slope"] / a) for label, a in measured if a] if own else []
-    point_given = point is not None
-    if point and own:   # (m, n50, stderr) of a bundle with one m: n* there against that n50
-        pm, n50, se = point
-        point = dict(m=pm, n50=n50, stderr=se, ratio=float(bounds.n_star(pm, d, vocab, eps, r)) / n50)
-    else:
-        point = None
+    ratios = [(label, a, bounds.theory_ratio(t["slope"], a)) for label, a in measured if a] if own else []
+    point = None
+    if single and own:   # (m, n50, stderr) of a bundle with one m: n* there against that n50
+        pm, n50, se = single
+        ratio = bounds.theory_ratio(bounds.n_star(pm, d, vocab, eps, r), n50)
+        point = dict(m=pm, n50=n50, stderr=se, ratio=ratio)
     if origin and not own:
         origin += ", with the values given here in its place"
     if args.json:
@@ -446,7 +445,7 @@ def _run_bound(args) -> int:
         print(f"  one m measured here, no slope: n50 = {point['n50']:.1f} +- {point['stderr']:.1f} at "
               f"m = {point['m']} ({targets} targets; budget check: {budget}); "
               f"n* / n50 = {point['ratio']:.1f}")
-    if not own and (any(a for _, a in measured) or point_given):
+    if not own and (any(a for _, a in measured) or single):
         print("  C / a (n* / n50 where one m was measured): only at the model's own d, |V|, r and [A]'s eps, "
               "which the measured figures go with")
     if (ratios or point) and budget == "budget-limited":
@@ -482,7 +481,8 @@ def _bound_table_of_models(args) -> int:
             r = 1.0 if r is None else r   # at [A]'s eps, 2r / eps = 4096 whatever r is
             eps = args.eps if args.eps is not None else bounds.eps_for_dtype(args.dtype, r)
             C = float(bounds.slope(row["d"], row["vocab_size"], eps, r))
-        ratio = {k: C / row[k] for k in ("slope_pg19", "slope_random") if paper and C and row.get(k)}
+        ratio = {k: bounds.theory_ratio(C, row[k]) for k in ("slope_pg19", "slope_random")
+                 if paper and C and row.get(k)}
         rows.append(dict(model=row["name"], d=row["d"], vocab_size=row["vocab_size"], r_inf=row.get("r_inf"),
                          slope=C, a_pg19=row.get("slope_pg19"), ratio_pg19=ratio.get("slope_pg19"),
                          a_random=row.get("slope_random"), ratio_random=ratio.get("slope_random")))
@@ -829,8 +829,8 @@ def _add_store(p: argparse.ArgumentParser):
                                     "store (e.g. its last snapshot, `accesslib store backup`), per second: the "
                                     "run's pace (a string the running session took on since then counts from "
                                     "its first step there, not from the copy), and with --to-step when its "
-                                    "open strings reach that step at that pace (at the latest: strings that end by their patience or cram "
-                                    "finish sooner). Both files are only read.")
+                                    "open strings reach that step at that pace (at the latest: strings that "
+                                    "end by their patience or cram finish sooner). Both files are only read.")
     pa.add_argument("--since", required=True, metavar="FILE", help="the earlier copy of the store")
     pa.add_argument("--to-step", type=int, metavar="STEPS", help="the run's step budget (e.g. 9000)")
     pa.add_argument("--running-since", metavar="TIME",

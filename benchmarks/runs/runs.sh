@@ -40,14 +40,15 @@
 #                                                open strings of smol-tokens-9k-m3: about 2 s a step
 #                                                on two threads against 4 to 6 beside another run)
 #   bash benchmarks/runs/runs.sh ship NAME       a run finished here (under [A]'s protocol: a SmolLM2 run,
-#                                                or gemma-9k) into its model's shipped bundle, nothing
+#                                                gemma-9k or gemma-27k) into its model's shipped bundle, nothing
 #                                                crammed: its bundle copied to
 #                                                benchmarks/runs/bundles/FOLDER/ (the run's store's name for
 #                                                an *-m2 or *-m3 run, else NAME) and kept (make_bundles.py
 #                                                --add-remeasure), its budget map re-read from its store's
 #                                                snapshot, taken then (--add-budget-map: the command it
-#                                                records names a file a clone has), and for a *-9k-m2, *-9k-m3 or gemma-9k
-#                                                run [A]'s 3000 / 500 at every m read from its strings into
+#                                                records names a file a clone has), and for a *-9k-m2,
+#                                                *-9k-m3 or gemma-9k run [A]'s 3000 / 500 at every m read
+#                                                from its strings into
 #                                                benchmarks/runs/bundles/*-3k/ and kept too (--read-budget);
 #                                                the tables are rewritten (see docs/real-models.md)
 #   bash benchmarks/runs/runs.sh resume          first the plan's first focus line (focus NAME M
@@ -133,7 +134,8 @@ args() {   # the make_bundles.py arguments of each run
       --max-steps 9000 --patience 1500 --search grid --lengths 1:6,9,12,17,22,27,32 2:12,17,24,32,42,54
       --no-geometry";;
     smol-glove-9k-m3|smol-tokens-9k-m3) args "${1%-m3}-m2" | sed "s/--m 1 2 /--m 1 2 3 /; s/ 2:\([0-9,]*\)/ 2:\1 3:$(m3_lengths "$1")/";;
-    smol-glove-27k|smol-tokens-27k|gemma-27k)   # the 9000 / 1500 run (at m = 1 and 2 for SmolLM2), gone on from
+    smol-glove-27k|smol-tokens-27k|gemma-27k)   # the 9000 / 1500 run (SmolLM2's at m = 1 and 2) with 3x its
+      # steps and patience, each string going on from where that run left it
       case "$1" in gemma-*) nine=gemma-9k;; *) nine="${1%-27k}-9k-m2";; esac
       args "$nine" | sed 's/--max-steps 9000 --patience 1500/--max-steps 27000 --patience 4500 --extend-from 9000\/1500/';;
     *) echo "unknown run '$1' (one of: $RUNS)" >&2; exit 2;;
