@@ -830,7 +830,9 @@ def _add_store(p: argparse.ArgumentParser):
                                     "run's pace (a string the running session took on since then counts from "
                                     "its first step there, not from the copy), and with --to-step when its "
                                     "open strings reach that step at that pace (at the latest: strings that "
-                                    "end by their patience or cram finish sooner). Both files are only read.")
+                                    "end by their patience or cram finish sooner), and where they end if "
+                                    "none of them improves again (each at its last gain plus its run's "
+                                    "patience, read from its kept state). Both files are only read.")
     pa.add_argument("--since", required=True, metavar="FILE", help="the earlier copy of the store")
     pa.add_argument("--to-step", type=int, metavar="STEPS", help="the run's step budget (e.g. 9000)")
     pa.add_argument("--running-since", metavar="TIME",
@@ -1437,17 +1439,19 @@ def _run_store_pace(args) -> int:
         except ValueError:
             fail("--running-since", "an ISO time with its UTC offset (e.g. 2026-12-06T18:46:00+00:00)",
                  args.running_since)
-    from accesslib.engine.cramming import kept_states
+    from accesslib.engine.cramming import kept_ends, kept_states
 
     store = _open_store(args.store)
     now = store.inflight()
+    states = kept_states(store)["states"]
     # where each string's kept state says when this session took it on (model loaded, store read back)
-    went = {k["key"]: k["went_on"] for k in kept_states(store)["states"]}
+    went = {k["key"]: k["went_on"] for k in states}
     now = [dict(k, went_on=went.get(k["key"])) for k in now]
     # the earlier copy is only read, never changed
     pace = kept_pace(now, read_inflight(since), running_since=args.running_since)
     if pace is None:
         print(f"{len(now)} strings kept mid-way; none saved again since {since}: no pace to tell yet")
+        _print_kept_ends(kept_ends(states), None)
         return 0
     line = (f"{pace['strings']} strings went on since {since}: {pace['seconds_per_step']:.2f} s per step "
             f"(median string: {pace['steps']:,} steps in {timedelta(seconds=round(pace['seconds']))})")
@@ -1457,7 +1461,29 @@ def _run_store_pace(args) -> int:
         line += (f"; the {pace['open']} open strings reach step {args.to_step:,} in at most {hours:.1f} hours at "
                  f"that pace ({left:,} steps from the least advanced; fewer if they cram or end by patience)")
     print(line)
+    _print_kept_ends(kept_ends(states), pace["seconds_per_step"] / pace["open"])
     return 0
+
+
+def _print_kept_ends(ends: dict | None, seconds_per_string_step: float | None) -> None:
+    """The line of `accesslib store pace` that says where the open strings end if none of them
+    improves again (:func:`accesslib.engine.cramming.kept_ends`): the earliest a run can end by its
+    patience alone, against the latest its step budget allows."""
+    if ends is None:
+        return
+    what = {"accuracy": "teacher-forced accuracy", "loss": "loss"}
+    on = " or ".join(what.get(p, p) for p in ends["patience_on"]) or "patience measure"
+    patience = " or ".join(f"{p:,}" for p in ends["patience"])
+    one = ends["strings"] == 1
+    line = (f"if no string improves its {on} again, the {_plural(ends['strings'], 'open string')} "
+            f"end{'s' if one else ''} by {'its' if one else 'their'} patience ({patience} steps): "
+            f"{'' if one else 'the last '}at step {ends['last_step']:,}, {ends['steps_left']:,} steps in all")
+    if seconds_per_string_step is not None:
+        hours = ends["steps_left"] * seconds_per_string_step / 3600
+        line += f", about {hours:.1f} hours at that pace"
+    budget = " or ".join(f"{b:,}" for b in ends["max_steps"])
+    print(line + "; one that crams ends sooner, one that improves goes on"
+          + (f" (to step {budget} at most)" if budget else ""))
 
 
 def _run_store_merge(args) -> int:

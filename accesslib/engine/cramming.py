@@ -47,7 +47,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import torch
 import torch.nn.functional as F
@@ -1320,9 +1320,10 @@ def kept_states(store) -> dict:
     rise; None where not kept or unreadable), ``ran_on`` (StringResult.ran_on so far; None where
     not kept) and ``went_on`` ((step, Unix time) at which the session that kept it took the string
     on, from a kept state or afresh: the start of its steps' stretch in that process, so its pace is
-    (step - that step) over (the time it was kept - that time); None where not kept);
-    ``unreadable`` counts states that could not be read (damaged or foreign: counted, never guessed
-    at)."""
+    (step - that step) over (the time it was kept - that time); None where not kept), ``best_step``
+    (the last step its patience measure improved) and its run's ``patience``, ``patience_on`` and
+    ``max_steps`` (None where the state does not say); ``unreadable`` counts states that could not
+    be read (damaged or foreign: counted, never guessed at)."""
     if not all(callable(getattr(store, name, None)) for name in ("inflight", "load_inflight")):
         fail_short("store", "a results store (inflight, load_inflight)", store)
     states, unreadable = [], 0
@@ -1346,8 +1347,38 @@ def kept_states(store) -> dict:
             state["went_on"] = (int(kept["went_on"][0]), float(kept["went_on"][1]))
         except Exception:
             state["went_on"] = None
+        fp = kept.get("fingerprint") if isinstance(kept.get("fingerprint"), dict) else {}
+        state["best_step"] = int(kept["best_step"]) if isinstance(kept.get("best_step"), int) else None
+        for k, kind in (("patience", int), ("patience_on", str), ("max_steps", int)):
+            state[k] = fp[k] if isinstance(fp.get(k), kind) and not isinstance(fp.get(k), bool) else None
         states.append(state)
     return dict(states=states, unreadable=unreadable)
+
+
+def kept_ends(states: Iterable[Mapping[str, Any]]) -> dict | None:
+    """Where the strings kept mid-way end if none of them improves again on its patience measure
+    (teacher-forced accuracy, or loss): each at its ``best_step`` plus its ``patience``, or at its
+    ``max_steps`` if that comes first, as :class:`CramSession` ends a string whose patience runs
+    out. A string that crams ends sooner; one that improves goes on. ``states``: from
+    :func:`kept_states`. Returns ``dict(strings, last_step, steps_left, patience, patience_on,
+    max_steps)`` (``steps_left``: the steps still to make, summed over the strings; ``patience``,
+    ``patience_on`` and ``max_steps``: their distinct values, sorted), or None when no state says its
+    patience and best step (kept by an older accesslib; those are left out of the counts)."""
+    ends = []
+    for k in states:
+        if k.get("best_step") is None or k.get("patience") is None:
+            continue
+        end = k["best_step"] + k["patience"]
+        if k.get("max_steps") is not None:
+            end = min(end, k["max_steps"])
+        ends.append((max(end, k["step"]), k))
+    if not ends:
+        return None
+    return dict(strings=len(ends), last_step=max(e for e, _ in ends),
+                steps_left=sum(e - k["step"] for e, k in ends),
+                patience=sorted({k["patience"] for _, k in ends}),
+                patience_on=sorted({k["patience_on"] for _, k in ends if k.get("patience_on")}),
+                max_steps=sorted({k["max_steps"] for _, k in ends if k.get("max_steps") is not None}))
 
 
 def kept_progress(store) -> dict:

@@ -20,8 +20,9 @@
 #                                                since it started if later (from the store as it
 #                                                found it, kept in LIVE/.start-NAME.sqlite: a fresh
 #                                                clone's is the committed snapshot), and when its
-#                                                open strings reach its step budget at that pace:
-#                                                accesslib store pace --running-since)
+#                                                open strings reach its step budget at that pace,
+#                                                and where they end by their patience if none
+#                                                gains again: accesslib store pace --running-since)
 #   bash benchmarks/runs/runs.sh stop            SIGTERM every run (each loses at most the last
 #                                                minute: unfinished strings are kept every minute)
 #   bash benchmarks/runs/runs.sh focus NAME M STEPS/PATIENCE

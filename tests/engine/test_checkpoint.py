@@ -239,3 +239,64 @@ def test_kept_progress_says_where_each_kept_string_stands(neox, tmp_path, monkey
     assert out[5] == "  1 kept states could not be read (damaged, or written by another program)"
     with pytest.raises(ValueError, match="store must be a results store"):
         cramming.kept_progress(object())
+
+
+def test_kept_ends_is_each_strings_best_step_plus_its_patience():
+    """Where kept strings end if none improves again: best step + patience, capped by the step
+    budget, never before the step a string is at; states without a patience are left out."""
+    def state(step, best, patience=500, max_steps=3000, on="accuracy"):
+        return dict(step=step, best_step=best, patience=patience, max_steps=max_steps, patience_on=on)
+
+    got = cramming.kept_ends([state(1200, 1000), state(2800, 2700), state(400, 390, patience=100),
+                              dict(state(10, 5), patience=None), dict(state(10, 5), best_step=None)])
+    # 1000 + 500 = 1500 (300 left); 2700 + 500 capped at 3000 (200 left); 390 + 100 = 490 (90 left)
+    assert got == dict(strings=3, last_step=3000, steps_left=590, patience=[100, 500],
+                       patience_on=["accuracy"], max_steps=[3000])
+    assert cramming.kept_ends([dict(state(10, 5), patience=None)]) is None and cramming.kept_ends([]) is None
+
+
+def test_the_pace_line_turns_the_steps_left_into_hours(capsys):
+    """At 12 s a step for 4 strings (3 s a string-step), 2,400 steps left are 2.0 hours; one string
+    gets the singular."""
+    from accesslib.cli import _print_kept_ends
+    _print_kept_ends(dict(strings=4, last_step=14453, steps_left=2400, patience=[1500, 4500],
+                          patience_on=["accuracy"], max_steps=[27000]), 12 / 4)
+    _print_kept_ends(dict(strings=1, last_step=90, steps_left=30, patience=[60], patience_on=["loss"],
+                          max_steps=[]), None)
+    _print_kept_ends(None, 1.0)
+    assert capsys.readouterr().out.splitlines() == [
+        "if no string improves its teacher-forced accuracy again, the 4 open strings end by their patience "
+        "(1,500 or 4,500 steps): the last at step 14,453, 2,400 steps in all, about 2.0 hours at that pace; "
+        "one that crams ends sooner, one that improves goes on (to step 27,000 at most)",
+        "if no string improves its loss again, the 1 open string ends by its patience (60 steps): "
+        "at step 90, 30 steps in all; one that crams ends sooner, one that improves goes on"]
+
+
+def test_store_pace_says_where_kept_strings_end_by_their_patience(neox, tmp_path, capsys):
+    """`accesslib store pace` adds where the open strings end if none improves again, read from
+    their kept states (best step, and the run's patience and step budget): a string that does not
+    improve again ends by its patience at exactly that step, one that improves later."""
+    from accesslib.cli import main
+    kw = dict(max_steps=200, patience=30, seed=5, lr=1e-2, prefix_ids=[0], patience_on="accuracy")
+    T = targets(lens=(4, 6, 8, 10))
+    store = ResultsStore(tmp_path / "s.sqlite")
+    count, stop = stop_after(25)
+    cram(neox, T, 1, checkpoint=store, on_step=count, stop=stop, **kw)
+    states = cramming.kept_states(store)["states"]
+    assert len(states) == len(T)
+    assert all((k["patience"], k["max_steps"], k["patience_on"], k["step"]) == (30, 200, "accuracy", 25)
+               and 0 <= k["best_step"] <= 25 for k in states)
+    ends = {tuple(k["ids"]): k["best_step"] + 30 for k in states}
+    got = cramming.kept_ends(states)
+    assert got == dict(strings=4, last_step=max(ends.values()), steps_left=sum(e - 25 for e in ends.values()),
+                       patience=[30], patience_on=["accuracy"], max_steps=[200])
+    backup_store(store.path, tmp_path / "snap.sqlite")
+    assert main(["store", "pace", "--since", str(tmp_path / "snap.sqlite"), "--store", str(store.path)]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == (
+        f"if no string improves its teacher-forced accuracy again, the 4 open strings end by their patience "
+        f"(30 steps): the last at step {got['last_step']}, {got['steps_left']} steps in all; one that crams "
+        "ends sooner, one that improves goes on (to step 200 at most)")
+    done = cram(neox, T, 1, checkpoint=ResultsStore(tmp_path / "s.sqlite"), **kw)
+    assert [s.reason for s in done.strings] == ["patience"] * 4
+    steps = [(s.steps, ends[tuple(ids)]) for s, ids in zip(done.strings, T)]
+    assert all(a >= b for a, b in steps) and sum(a == b for a, b in steps) >= 2, steps
