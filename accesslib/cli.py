@@ -1169,6 +1169,11 @@ def _run_store_ladder(args) -> int:
         _print_table(table, right=set(range(1, len(lengths) + 1)), indent="  ")
         if any(any(r["open"]) for r in c["rungs"]):
             notes.append("+k?: strings still being crammed that may cram within that budget")
+        if c.get("restarts"):
+            first = f"{c['extends'][0]:,} / {c['extends'][1]:,}"
+            notes.append(f"{_plural(c['restarts'], 'string')} crammed again from the start (the {first} run "
+                         f"kept no final state for them): read at every budget from this run's own steps; "
+                         f"{c['parted']} of them took other steps than the {first} run so far")
         notes += _ladder_comparisons(c["rungs"])
         for note in notes:
             print(f"  {note}")

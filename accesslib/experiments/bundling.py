@@ -602,8 +602,12 @@ def live_ladder(store, budgets, *, keep_strings: bool = False, **filters) -> dic
     --extend-from``: the same protocol but for a larger max_steps and patience, the same seed) holds
     only the strings it has reached; the smaller run's other strings at that m are ``waiting``
     (their number, and ``extends``: the smaller run's (max_steps, patience)). A budget the smaller
-    run can read decides them from its rows; a larger one counts them open, so no n50 is claimed
-    from the strings reached so far."""
+    run can read decides them from its rows where the larger run goes on from their final states or
+    takes them as they are; a larger one counts them open, so no n50 is claimed from the strings
+    reached so far. Each string reads every budget from one trajectory (:func:`_within_parent`):
+    ``restarts`` counts the strings the larger run crams again from the start (the smaller run kept
+    no final state for them), read from its own steps, and ``parted`` those of them whose steps so
+    far already differ from the smaller run's (another thread count or CPU rounds otherwise)."""
     from accesslib.engine.cramming import kept_states
 
     if not isinstance(store, ResultsStore):
@@ -640,12 +644,13 @@ def live_ladder(store, budgets, *, keep_strings: bool = False, **filters) -> dic
         mine = by_curve.get(key, [])
         settings = store.settings(ph) or {}
         steps = [k["step"] for k in mine]
-        parent, theirs, waiting = _extended_run(store, key, settings, rows, mine, curves)
+        parent, theirs, waiting, restarts = _extended_run(store, key, settings, rows, mine, curves)
         curve = dict(model=model, m=m, source=source, protocol_hash=ph, max_steps=None, patience=None,
                      finished=len(rows), kept=len(mine), kept_steps=(min(steps), max(steps)) if steps else None,
-                     waiting=len(waiting), extends=parent, refused=[], rungs=[])
+                     waiting=len(waiting), extends=parent, refused=[], rungs=[], restarts=len(restarts),
+                     parted=_parted(rows, mine, theirs, restarts))
         if keep_strings:
-            curve["strings"] = dict(rows=rows, kept=mine, waiting=waiting, theirs=theirs)
+            curve["strings"] = dict(rows=rows, kept=mine, waiting=waiting, theirs=theirs, restarts=restarts)
         out.append(curve)
         if "max_steps" not in settings or "patience" not in settings:
             curve["refused"] = [f"the store {store.path} has no protocol settings for {model}'s curve at m = {m} "
@@ -669,7 +674,7 @@ def live_ladder(store, budgets, *, keep_strings: bool = False, **filters) -> dic
             else:
                 readable.append((a, b))
         lengths = sorted({int(r["n"]) for r in rows} | {k["n"] for k in mine} | {int(r["n"]) for r in waiting})
-        strings = dict(rows=rows, kept=mine, waiting=waiting, theirs=theirs)
+        strings = dict(rows=rows, kept=mine, waiting=waiting, theirs=theirs, restarts=restarts)
         for a, b in sorted(set(readable) | {(steps0, patience0)}):
             successes, totals, open_, unknown = [], [], [], 0
             outcomes = string_outcomes(strings, parent, patience0, a, b)
@@ -704,12 +709,12 @@ def string_outcomes(strings: dict, parent, patience0: int, max_steps: int, patie
     ``crammed`` is True (crammed within it, at ``steps``), False (failed there), None (still being
     crammed, or not reached yet, and may still cram within it) or "unknown" (crammed, but the
     smaller patience cannot be read: no accuracy history). Within the budget of the run a curve
-    extends, that run's rows decide its strings (this run crams them again, or goes on from them,
-    with the same steps up to its budget)."""
+    extends, each string is read from one trajectory (:func:`_within_parent`)."""
     rows, kept, theirs, waiting = strings["rows"], strings["kept"], strings["theirs"], strings["waiting"]
     within = parent is not None and max_steps <= parent[0] and patience <= parent[1]
+    unknown = []
     if within:
-        rows, kept = _own_strings(rows, kept, theirs)
+        rows, kept, theirs, unknown = _within_parent(strings)
 
     def finished(r, p0):
         v = finished_under(r, max_steps, patience, p0)
@@ -720,20 +725,25 @@ def string_outcomes(strings: dict, parent, patience0: int, max_steps: int, patie
     out += [dict(n=k["n"], key=_kept_key(k), crammed=kept_under(k, max_steps, patience), steps=None) for k in kept]
     if within:
         out += [finished(r, parent[1]) for r in theirs]
+        out += [dict(n=int(r["n"]), key=_row_key(r), crammed=None, steps=None) for r in unknown]
     else:   # beyond it, a string not reached yet may still cram
         out += [dict(n=int(r["n"]), key=_row_key(r), crammed=None, steps=None) for r in waiting]
     return out
 
 
 def _extended_run(store, key, settings, rows, kept, curves):
-    """((max_steps, patience), rows, waiting) of the run that the curve ``key`` goes on from: its
-    budget, its rows at this m, and those of them whose strings the curve has not reached yet
-    (neither finished nor kept); (None, [], []) where the store holds no such run. The run it
-    extends: the same model, m, source and seed, the same protocol settings but for a smaller
-    max_steps and patience (the largest such run), without a schedule; the strings are matched by
-    length and target."""
+    """((max_steps, patience), rows, waiting, restarts) of the run that the curve ``key`` goes on
+    from: its budget, its rows at this m, those of them whose strings the curve has not reached yet
+    (neither finished nor kept), and the (length, target hash) of its strings that the curve crams
+    again from the start: neither taken as they are (:func:`accesslib.experiments.curves.carries_up`)
+    nor gone on from the state they finished in (none kept in the store); (None, [], [], set())
+    where the store holds no such run. The run it extends: the same model, m, source and seed, the
+    same protocol settings but for a smaller max_steps and patience (the largest such run), without
+    a schedule; the strings are matched by length and target."""
+    from accesslib.experiments.curves import carries_up
+
     if not settings or settings.get("schedule") is not None or "max_steps" not in settings:
-        return None, [], []
+        return None, [], [], set()
     model, m, source, ph = key
     same = {k: v for k, v in settings.items() if k not in ("max_steps", "patience")}
     seeds = {int(r["seed"]) for r in rows}
@@ -751,19 +761,58 @@ def _extended_run(store, key, settings, rows, kept, curves):
         if seeds and {int(r["seed"]) for r in rows2} != seeds:
             continue
         if best is None or budget > best[0]:
-            best = (budget, rows2)
+            best = (budget, rows2, s2)
     if best is None:
-        return None, [], []
+        return None, [], [], set()
     reached = {_row_key(r) for r in rows} | {_kept_key(k) for k in kept}
-    return best[0], best[1], [r for r in best[1] if _row_key(r) not in reached]
+    finals = store.final_keys()
+    key_of = ("model", "m", "n", "source", "target_hash", "seed", "protocol_hash")
+    restarts = {_row_key(r) for r in best[1]
+                if not carries_up(r, best[2]) and inflight_key({c: r[c] for c in key_of}) not in finals}
+    return best[0], best[1], [r for r in best[1] if _row_key(r) not in reached], restarts
 
 
-def _own_strings(rows, kept, theirs) -> tuple[list, list]:
-    """(rows, kept) of a curve less the strings that ``theirs`` (the rows of the run it extends,
-    :func:`_extended_run`) holds: within that run's budget its rows decide those strings, so a
-    reading takes the curve's own strings from here and the others from ``theirs``."""
+def _parted(rows, kept, theirs, restarts) -> int:
+    """How many of the strings a curve crams again from the start (``restarts``; ``rows`` and
+    ``kept`` its finished and kept strings, ``theirs`` the rows of the run it extends) have already
+    taken other steps than that run did: their accuracy histories differ over the steps both cover
+    (strings without a history on either side are not counted)."""
+    first = {_row_key(r): r for r in theirs}
+
+    def rises(history, upto):
+        return [(int(a), round(float(b), 5)) for a, b in history if int(a) < upto]
+
+    n = 0
+    for key, rec, step in ([(_row_key(r), r, int(r["steps"])) for r in rows]
+                           + [(_kept_key(k), k, int(k["step"])) for k in kept]):
+        old = first.get(key) if key in restarts else None
+        if old is None or not (old.get("accuracy_history") and rec.get("accuracy_history")):
+            continue
+        upto = min(step, int(old["steps"]))
+        n += rises(old["accuracy_history"], upto) != rises(rec["accuracy_history"], upto)
+    return n
+
+
+def _within_parent(strings: dict) -> tuple[list, list, list, list]:
+    """How a reading within the budget of the run a curve extends takes each string of the curve
+    (``strings`` of :func:`live_ladder` with ``keep_strings``): (rows, kept, theirs, unknown), so
+    that every string reads all its budgets from one trajectory. The curve's own finished rows and
+    kept states decide the strings they hold where they keep an accuracy history: one this run goes
+    on from, or takes as it is, carries the other run's steps in it, and one it crams again from
+    the start may part from that run (another thread count or CPU rounds otherwise, docs/engine.md,
+    "Float rounding"), so its smaller budgets are its own. The rows of the run it extends
+    (``theirs``) decide the others: those whose own record keeps no history, and those not reached
+    yet that this run will go on from or take as they are. Those not reached yet that it will cram
+    again from the start (``restarts``) are ``unknown``: open until it does."""
+    theirs, restarts = strings["theirs"], strings.get("restarts", set())
     known = {_row_key(r) for r in theirs}
-    return [r for r in rows if _row_key(r) not in known], [k for k in kept if _kept_key(k) not in known]
+    rows = [r for r in strings["rows"] if r.get("accuracy_history") or _row_key(r) not in known]
+    kept = [k for k in strings["kept"] if k.get("accuracy_history") or _kept_key(k) not in known]
+    own = {_row_key(r) for r in rows} | {_kept_key(k) for k in kept}
+    reached = {_row_key(r) for r in strings["rows"]} | {_kept_key(k) for k in strings["kept"]}
+    unknown = [r for r in theirs if _row_key(r) not in reached and _row_key(r) in restarts]
+    lost = {_row_key(r) for r in unknown}
+    return rows, kept, [r for r in theirs if _row_key(r) not in own and _row_key(r) not in lost], unknown
 
 
 def _row_key(row) -> tuple:
@@ -935,15 +984,16 @@ def map_slopes(maps) -> list[dict]:
 
 def _cut_of_curve(curve, max_steps, patience, patience0):
     """:func:`cut_by_cap` of a :func:`live_ladder` curve (with its strings), read as its rungs are:
-    within the budget of a run it extends, that run's rows for its strings."""
+    within the budget of a run it extends, each string from one trajectory (:func:`_within_parent`)."""
     st, parent = curve["strings"], curve.get("extends")
     if parent is None:
         return cut_by_cap(st, max_steps, patience, patience0)
     if max_steps <= parent[0] and patience <= parent[1]:
-        own = dict(zip(("rows", "kept"), _own_strings(st["rows"], st["kept"], st["theirs"])))
-        mine, theirs = cut_by_cap(own, max_steps, patience, patience0), cut_by_cap(
-            dict(rows=st["theirs"], kept=[]), max_steps, patience, parent[1])
-        return tuple(a + b for a, b in zip(mine, theirs))
+        rows, kept, theirs, unknown = _within_parent(st)
+        mine, other = cut_by_cap(dict(rows=rows, kept=kept), max_steps, patience, patience0), cut_by_cap(
+            dict(rows=theirs, kept=[]), max_steps, patience, parent[1])
+        cut, still, blind = (a + b for a, b in zip(mine, other))
+        return cut, still + len(unknown), blind   # a string not reached yet that starts again: open
     cut, still, blind = cut_by_cap(st, max_steps, patience, patience0)
     return cut, still + len(st["waiting"]), blind   # a string not reached yet cannot be told
 

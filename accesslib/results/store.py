@@ -939,6 +939,10 @@ class ResultsStore:
         """How many finished strings keep the state they finished in (:meth:`save_final`)."""
         return int(self._query("SELECT COUNT(*) FROM final_states")[0][0])
 
+    def final_keys(self) -> set[str]:
+        """The keys of the finished strings that keep the state they finished in (:meth:`save_final`)."""
+        return {str(k) for (k,) in self._query("SELECT key FROM final_states")}
+
     def has(self, key: Mapping[str, Any]) -> bool:
         """Whether the string with this key (the 7 key columns) is stored."""
         _require_key(key)

@@ -228,3 +228,62 @@ def test_which_crammed_strings_carry_up():
     assert not carries_up(dict(row, success=False), small)
     assert not carries_up(dict(row, accuracy_history=None), small)
     assert not carries_up(row, dict(small, patience_on="loss"))
+
+
+def test_a_budget_check_reads_a_string_crammed_again_from_its_own_steps(tmp_path):
+    """A string a larger run crams again from the start (the smaller run kept no final state) may
+    take another trajectory than its first run did (another thread count or CPU): the larger run's
+    readings of the smaller budget take it from its own steps, so both budgets it compares come
+    from one trajectory. Here a first run's crammed string is rewritten as failed (a first run that
+    parted): the larger run crams it again, at the step its own steps give, and its reading of the
+    smaller budget counts it crammed where the first run's own reading counts it failed."""
+    import sqlite3
+
+    from accesslib.experiments import bundling
+
+    lm = load_model(embedded.DEFAULT)
+    kw = dict(samples=3, source="natural", search="grid", protocol="paper", seed=0, batch_size=1)
+    lengths = {1: [6, 9]}
+    path = tmp_path / "s.sqlite"
+    small = dict(max_steps=60, patience=10)
+    accessibility_curves(lm, [1], lengths, store=path, **small, **kw)      # no final states kept
+    ph_small = protocol_hash_for("paper", small)
+    rows = ResultsStore(path).rows(protocol_hash=ph_small)
+    crammed = [r for r in rows if r["success"]]
+    assert crammed and len(rows) == 6
+    con = sqlite3.connect(path)
+    con.execute("UPDATE strings SET success = 0, reason = 'patience' WHERE id = ?", (crammed[0]["id"],))
+    con.commit()
+    con.close()
+    longer = accessibility_curves(lm, [1], lengths, store=path, max_steps=240, patience=40,
+                                  extend_from=small, **kw)[0]
+    assert longer.strings_extended == 0 and longer.strings_carried == len(crammed) - 1
+    again = next(r for r in ResultsStore(path).rows() if r["target_hash"] == crammed[0]["target_hash"]
+                 and r["n"] == crammed[0]["n"] and r["protocol_hash"] != ph_small)
+    assert again["success"] and again["steps"] == crammed[0]["steps"] and not again["run_id"]
+    curves = bundling.live_ladder(path, [(60, 10)], keep_strings=True)["curves"]
+    big = next(c for c in curves if c["max_steps"] == 240)
+    first = next(c for c in curves if c["max_steps"] == 60)
+    assert big["extends"] == (60, 10) and len(big["strings"]["restarts"]) == 6 - (len(crammed) - 1)
+    assert (big["restarts"], big["parted"]) == (len(big["strings"]["restarts"]), 0)   # same CPU: same steps
+    key = bundling._row_key(crammed[0])
+    read = {o["key"]: o["crammed"]
+            for o in bundling.string_outcomes(big["strings"], big["extends"], 40, 60, 10)}
+    theirs = {o["key"]: o["crammed"] for o in bundling.string_outcomes(first["strings"], None, 10, 60, 10)}
+    assert read[key] is True and theirs[key] is False
+    assert all(read[k] == theirs[k] for k in read if k != key)
+    rung = next(r for r in big["rungs"] if (r["max_steps"], r["patience"]) == (60, 10))
+    mine = next(r for r in first["rungs"] if r["own"])
+    assert sum(rung["successes"]) == sum(mine["successes"]) + 1
+    # not reached yet: one the larger run will cram again is open within the smaller budget; one it
+    # takes as it is, or goes on from, is read from the smaller run's row
+    strings = dict(big["strings"], rows=[r for r in big["strings"]["rows"] if bundling._row_key(r) != key])
+    rows_, kept_, theirs_, unknown = bundling._within_parent(strings)
+    assert [bundling._row_key(r) for r in unknown] == [key]
+    assert key not in {bundling._row_key(r) for r in theirs_}
+    carried = next(r for r in big["strings"]["theirs"]
+                   if bundling._row_key(r) not in big["strings"]["restarts"])
+    strings = dict(big["strings"], rows=[r for r in big["strings"]["rows"]
+                                         if bundling._row_key(r) != bundling._row_key(carried)])
+    rows_, kept_, theirs_, unknown = bundling._within_parent(strings)
+    assert not unknown and bundling._row_key(carried) in {bundling._row_key(r) for r in theirs_}

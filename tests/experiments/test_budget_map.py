@@ -437,38 +437,80 @@ def test_ladder_names_the_run_in_its_bundle_command_where_the_store_holds_two(tm
     it): the command it prints for a bundle names the run, or make_bundles.py would refuse it."""
     shutil.copyfile(STORES / "smol-glove-9k.sqlite", tmp_path / "glove.sqlite")
     assert main(["store", "ladder", "--budget", "3000/500", "--store", str(tmp_path / "glove.sqlite")]) == 0
-    hints = [line for line in capsys.readouterr().out.splitlines() if "--read-budget 3000/500" in line]
+    out = capsys.readouterr().out.splitlines()
+    hints = [line for line in out if "--read-budget 3000/500" in line]
     assert any("--source glove100k --read-from 9000/1500 --store " in h for h in hints), hints
+    # the m = 1 strings the 27000 / 4500 run crams again, and how many already parted from their first run
+    assert ("  11 strings crammed again from the start (the 9,000 / 1,500 run kept no final state for them): read at "
+            "every budget from this run's own steps; 11 of them took other steps than the 9,000 / 1,500 run so "
+            "far") in out
 
 
-def test_a_run_extending_another_counts_the_strings_it_has_not_reached_as_open(tmp_path):
+def test_a_run_extending_another_reads_each_string_from_one_trajectory(tmp_path):
     """The words store: the 27000 / 4500 run goes on from the 9000 / 1500 run's strings and holds
-    only those it has reached. Read from it, the budgets the 9000 / 1500 run can read are that
-    run's own readings (its rows decide the strings not reached yet), and its own budget has every
-    such string open, so no n50 is claimed from the strings reached so far."""
+    only those it has reached. Within 9000 / 1500, a string it went on from (or took as it was)
+    reads that run's steps, the same outcome string by string; a string it crams again from the
+    start reads its own. The 11 m = 1 strings crammed again parted from their first run within a
+    few hundred steps (that run finished before final states were kept, and recorded nothing of what
+    it ran on), so their smaller budgets are open here, not the first run's failures: a budget check compares
+    budgets on one trajectory. Its own budget has every string not reached yet open."""
     shutil.copyfile(STORES / "smol-glove-9k.sqlite", tmp_path / "glove.sqlite")
-    got = bundling.live_ladder(tmp_path / "glove.sqlite", [(3000, 500), (9000, 1500)])["curves"]
+    got = bundling.live_ladder(tmp_path / "glove.sqlite", [(3000, 500), (9000, 1500)],
+                               keep_strings=True)["curves"]
     by = {(c["m"], c["max_steps"]): c for c in got}
-    big = [c for c in got if c["max_steps"] == 27000]
-    assert big, "the store holds the 27000 / 4500 run"
-    for c in big:
-        small = by[(c["m"], 9000)]
+    big = {c["m"]: c for c in got if c["max_steps"] == 27000}
+    assert set(big) == {1, 2}, "the store holds the 27000 / 4500 run at m = 1 and 2"
+    for m, c in big.items():
+        small = by[(m, 9000)]
         assert c["extends"] == (9000, 1500) and small["extends"] is None and small["waiting"] == 0
         assert c["finished"] + c["kept"] + c["waiting"] == small["finished"] == 30
+        restarts = c["strings"]["restarts"]
         for budget in ((3000, 500), (9000, 1500)):
-            mine = next(r for r in c["rungs"] if (r["max_steps"], r["patience"]) == budget)
-            theirs = next(r for r in small["rungs"] if (r["max_steps"], r["patience"]) == budget)
-            keys = ("lengths", "successes", "totals", "n50", "stderr")
-            assert {k: mine[k] for k in keys} == {k: theirs[k] for k in keys}
+            mine = {o["key"]: o["crammed"] for o in bundling.string_outcomes(c["strings"], c["extends"],
+                                                                            c["patience"], *budget)}
+            theirs = {o["key"]: o["crammed"] for o in bundling.string_outcomes(small["strings"], None,
+                                                                              small["patience"], *budget)}
+            assert set(mine) == set(theirs) and len(mine) == 30
+            assert all(mine[k] == theirs[k] for k in mine if k not in restarts)
         own = next(r for r in c["rungs"] if r["own"])
         assert sum(own["totals"]) == 30 and sum(own["open"]) >= c["waiting"]
         if c["waiting"]:
             assert own["n50"] is None
+    # m = 2: every string went on from its final state or was taken as it was: the readings are that run's
+    assert not big[2]["strings"]["restarts"]
+    for budget in ((3000, 500), (9000, 1500)):
+        mine = next(r for r in big[2]["rungs"] if (r["max_steps"], r["patience"]) == budget)
+        theirs = next(r for r in by[(2, 9000)]["rungs"] if (r["max_steps"], r["patience"]) == budget)
+        keys = ("lengths", "successes", "totals", "n50", "stderr")
+        assert {k: mine[k] for k in keys} == {k: theirs[k] for k in keys}
+    # m = 1: the 11 strings the first run failed at n = 34 and 46 are crammed again, and parted from it
+    c1 = big[1]
+    first = {bundling._row_key(r): r for r in by[(1, 9000)]["strings"]["rows"]}
+    own = {bundling._row_key(r): r for r in c1["strings"]["rows"]}
+    own.update({bundling._kept_key(k): k for k in c1["strings"]["kept"]})
+    assert len(c1["strings"]["restarts"]) == 11
+    for key in c1["strings"]["restarts"]:
+        old, new = first[key], own[key]
+        assert not old["success"] and key[0] in (34, 46)
+        upto = min(int(old["steps"]), int(new.get("step") or new.get("steps")))
+        assert [h for h in old["accuracy_history"] if h[0] < upto] != [h for h in new["accuracy_history"]
+                                                                      if h[0] < upto]
+    mine = {o["key"]: o["crammed"]
+            for o in bundling.string_outcomes(c1["strings"], c1["extends"], c1["patience"], 9000, 1500)}
+    still = [k for k in c1["strings"]["restarts"] if "step" in own[k]]      # kept: not finished yet
+    assert all(mine[k] == bundling.kept_under(own[k], 9000, 1500) for k in still)
+    # where its own steps cannot tell 9000 / 1500 yet, it is open, though the first run failed it there
+    nine = next(r for r in c1["rungs"] if (r["max_steps"], r["patience"]) == (9000, 1500))
+    assert sum(nine["open"]) == sum(mine[k] is None for k in c1["strings"]["restarts"])
+    if sum(nine["open"]):
+        assert nine["n50"] is None and by[(1, 9000)]["rungs"][-1]["n50"] is not None
     maps = bundling.budget_map(tmp_path / "glove.sqlite", [3000], [500])["maps"]
     for mp in (mp for mp in maps if mp["run"] == (27000, 4500)):
         small = next(x for x in maps if x["run"] == (9000, 1500) and x["m"] == mp["m"])
         assert mp["extends"] == (9000, 1500) and mp["finished"] + mp["kept"] + mp["waiting"] == 30
-        # [A]'s 3000 / 500 cell: the same n50 and strings cut by the cap, whichever run it is read from
         cell = mp["cells"][mp["steps"].index(3000)][mp["patiences"].index(500)]
         theirs = small["cells"][small["steps"].index(3000)][small["patiences"].index(500)]
-        assert (cell["n50"], cell["cut"]) == (theirs["n50"], theirs["cut"])
+        if mp["m"] == 2:   # [A]'s 3000 / 500 cell: the same n50 and strings cut by the cap
+            assert (cell["n50"], cell["cut"]) == (theirs["n50"], theirs["cut"])
+        else:              # the strings crammed again are open there until their own steps pass it
+            assert sum(cell["open"]) == sum(bundling.kept_under(own[k], 3000, 500) is None for k in still)
