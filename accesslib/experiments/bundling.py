@@ -766,9 +766,7 @@ def _extended_run(store, key, settings, rows, kept, curves):
         return None, [], [], set()
     reached = {_row_key(r) for r in rows} | {_kept_key(k) for k in kept}
     finals = store.final_keys()
-    key_of = ("model", "m", "n", "source", "target_hash", "seed", "protocol_hash")
-    restarts = {_row_key(r) for r in best[1]
-                if not carries_up(r, best[2]) and inflight_key({c: r[c] for c in key_of}) not in finals}
+    restarts = {_row_key(r) for r in best[1] if not carries_up(r, best[2]) and inflight_key(r) not in finals}
     return best[0], best[1], [r for r in best[1] if _row_key(r) not in reached], restarts
 
 
@@ -777,6 +775,8 @@ def _parted(rows, kept, theirs, restarts) -> int:
     ``kept`` its finished and kept strings, ``theirs`` the rows of the run it extends) have already
     taken other steps than that run did: their accuracy histories differ over the steps both cover
     (strings without a history on either side are not counted)."""
+    if not restarts:
+        return 0
     first = {_row_key(r): r for r in theirs}
 
     def rises(history, upto):
